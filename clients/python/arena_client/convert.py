@@ -1,0 +1,275 @@
+"""Translation between ``arena.v1`` protobuf messages and the plain types.
+
+This is the one place where protobuf meets the SDK's dataclasses; the server's
+gRPC services and stdio codec use it too, so both ends agree by construction.
+
+Observations: each game's observation dataclass (in ``arena_games``) mirrors
+its proto message field by field, with the same names. Nested messages are
+listed in :data:`NESTED` so the generic converter knows which dataclass to
+build; games register themselves in :data:`OBSERVATIONS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from arena.v1 import bot_session_pb2 as bs
+from arena.v1 import common_pb2 as common
+from arena.v1 import observations_pb2 as obs
+from arena_client.types import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, TimeControl, Turn, Update
+from arena_games import ParamValue
+from arena_games.rps import RpsObservation
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
+
+OBSERVATIONS: dict[str, tuple[type[Any], str]] = {"rps": (RpsObservation, "rps")}
+"""game name -> (observation dataclass, field name in ``arena.v1.Observation``)."""
+
+_BY_CLASS: dict[type[Any], str] = {cls: fieldname for cls, fieldname in OBSERVATIONS.values()}
+
+NESTED: dict[str, type[Any]] = {}
+"""proto message full name -> dataclass, for messages nested inside observations."""
+
+
+def register_observation(game: str, cls: type[Any], oneof_field: str, nested: Mapping[str, type[Any]] = {}) -> None:
+    """Declare a game's observation dataclass and the ``Observation`` oneof field it maps to."""
+    OBSERVATIONS[game] = (cls, oneof_field)
+    _BY_CLASS[cls] = oneof_field
+    NESTED.update(nested)
+
+
+# -- small values ---------------------------------------------------------------------------------
+
+
+def duration(value: timedelta) -> Duration:
+    d = Duration()
+    d.FromTimedelta(value)
+    return d
+
+
+def params_to_proto(params: Mapping[str, ParamValue], target: Any) -> None:
+    """Fill a ``map<string, ParamValue>`` field from a dict."""
+    for key, value in params.items():
+        pv = target[key]
+        if isinstance(value, bool):
+            pv.bool_value = value
+        elif isinstance(value, int):
+            pv.int_value = value
+        else:
+            pv.string_value = str(value)
+
+
+def params_from_proto(pmap: Mapping[str, common.ParamValue]) -> dict[str, ParamValue]:
+    out: dict[str, ParamValue] = {}
+    for key, pv in pmap.items():
+        kind = pv.WhichOneof("kind")
+        if kind == "int_value":
+            out[key] = pv.int_value
+        elif kind == "bool_value":
+            out[key] = pv.bool_value
+        elif kind == "string_value":
+            out[key] = pv.string_value
+    return out
+
+
+def time_control_to_proto(tc: TimeControl) -> common.TimeControl:
+    return common.TimeControl(per_move=duration(tc.per_move), overage=duration(tc.overage), grace=duration(tc.grace))
+
+
+def time_control_from_proto(tc: common.TimeControl) -> TimeControl:
+    return TimeControl(tc.per_move.ToTimedelta(), tc.overage.ToTimedelta(), tc.grace.ToTimedelta())
+
+
+def seat_to_proto(s: SeatInfo) -> common.SeatInfo:
+    return common.SeatInfo(seat=s.seat, bot_name=s.bot_name, bot_version=s.bot_version, kind=s.kind)
+
+
+def seat_from_proto(s: common.SeatInfo) -> SeatInfo:
+    return SeatInfo(s.seat, s.bot_name, s.bot_version, s.kind)
+
+
+def moves_to_proto(moves: typing.Iterable[PublicMove]) -> list[common.PublicMove]:
+    return [common.PublicMove(seat=m.seat, action=m.action, label=m.label) for m in moves]
+
+
+def moves_from_proto(moves: typing.Iterable[common.PublicMove]) -> tuple[PublicMove, ...]:
+    return tuple(PublicMove(m.seat, m.action, m.label) for m in moves)
+
+
+# -- observations ---------------------------------------------------------------------------------
+
+
+def _fill(msg: Message, value: Any) -> None:
+    for f in dataclasses.fields(value):
+        item = getattr(value, f.name)
+        if isinstance(item, tuple):
+            if item and dataclasses.is_dataclass(item[0]):
+                container = getattr(msg, f.name)
+                for sub in item:
+                    _fill(container.add(), sub)
+            else:
+                getattr(msg, f.name).extend(item)
+        elif dataclasses.is_dataclass(item):
+            _fill(getattr(msg, f.name), item)
+        elif item is not None:
+            setattr(msg, f.name, item)
+
+
+def _build(msg: Message) -> Any:
+    cls = NESTED.get(msg.DESCRIPTOR.full_name) or _OBS_CLASS_BY_PROTO.get(msg.DESCRIPTOR.full_name)
+    if cls is None:
+        raise ValueError(f"no dataclass registered for {msg.DESCRIPTOR.full_name}")
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        fd = msg.DESCRIPTOR.fields_by_name[f.name]
+        value = getattr(msg, f.name)
+        if fd.is_repeated:
+            if fd.message_type is not None:
+                kwargs[f.name] = tuple(_build(v) for v in value)
+            else:
+                kwargs[f.name] = tuple(value)
+        elif fd.message_type is not None:
+            kwargs[f.name] = _build(value) if msg.HasField(f.name) else None
+        else:
+            kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+_OBS_CLASS_BY_PROTO: dict[str, type[Any]] = {}
+
+
+def observation_to_proto(value: Any) -> obs.Observation:
+    """Wrap an engine observation dataclass in ``arena.v1.Observation``."""
+    out = obs.Observation()
+    if value is None:
+        return out
+    if type(value) is RpsObservation:  # the hot path: one message per RPS round
+        r = out.rps
+        r.signs = value.signs
+        r.rounds = value.rounds
+        r.round = value.round
+        r.wins.extend(value.wins)
+        r.last_round.extend(value.last_round)
+        return out
+    fieldname = _BY_CLASS.get(type(value))
+    if fieldname is None:
+        raise ValueError(f"no proto mapping for observation type {type(value).__name__}")
+    _fill(getattr(out, fieldname), value)
+    return out
+
+
+def observation_from_proto(msg: obs.Observation) -> Any:
+    """The engine dataclass inside an ``arena.v1.Observation`` (None when empty)."""
+    which = msg.WhichOneof("game")
+    if which is None:
+        return None
+    inner = getattr(msg, which)
+    if which == "rps":
+        return RpsObservation(inner.signs, inner.rounds, inner.round, tuple(inner.wins), tuple(inner.last_round))
+    if not _OBS_CLASS_BY_PROTO:
+        _index_observations()
+    if inner.DESCRIPTOR.full_name not in _OBS_CLASS_BY_PROTO:
+        _index_observations()
+    return _build(inner)
+
+
+def _index_observations() -> None:
+    for cls, fieldname in OBSERVATIONS.values():
+        desc = obs.Observation.DESCRIPTOR.fields_by_name[fieldname].message_type
+        _OBS_CLASS_BY_PROTO[desc.full_name] = cls
+
+
+# -- session messages -----------------------------------------------------------------------------
+
+
+def match_info_from_proto(m: bs.MatchStarted) -> MatchInfo:
+    return MatchInfo(
+        match_id=m.match_id,
+        game=m.game,
+        params=params_from_proto(m.params),
+        seat=m.seat,
+        seats=tuple(seat_from_proto(s) for s in m.seats),
+        time_control=time_control_from_proto(m.time_control),
+        seed_sha256=m.seed_sha256,
+        rated=m.rated,
+    )
+
+
+def match_info_to_proto(info: MatchInfo) -> bs.MatchStarted:
+    msg = bs.MatchStarted(
+        match_id=info.match_id,
+        game=info.game,
+        seat=info.seat,
+        seats=[seat_to_proto(s) for s in info.seats],
+        time_control=time_control_to_proto(info.time_control),
+        seed_sha256=info.seed_sha256,
+        rated=info.rated,
+    )
+    params_to_proto(info.params, msg.params)
+    return msg
+
+
+def turn_to_proto(turn: Turn, moves: typing.Iterable[PublicMove]) -> bs.Turn:
+    msg = bs.Turn(match_id=turn.match_id, turn_id=turn.turn_id, observation=observation_to_proto(turn.observation))
+    msg.legal_actions.extend(turn.legal_actions)
+    msg.time_budget.FromTimedelta(turn.time_budget)
+    msg.overage_left.FromTimedelta(turn.overage_left)
+    if moves:
+        msg.moves.extend(moves_to_proto(moves))
+    return msg
+
+
+def turn_from_proto(msg: bs.Turn, seat: int) -> Turn:
+    return Turn(
+        match_id=msg.match_id,
+        turn_id=msg.turn_id,
+        seat=seat,
+        observation=observation_from_proto(msg.observation),
+        legal_actions=tuple(msg.legal_actions),
+        time_budget=msg.time_budget.ToTimedelta(),
+        overage_left=msg.overage_left.ToTimedelta(),
+    )
+
+
+def update_to_proto(update: Update) -> bs.Update:
+    return bs.Update(
+        match_id=update.match_id,
+        moves=moves_to_proto(update.moves),
+        observation=observation_to_proto(update.observation),
+    )
+
+
+def update_from_proto(msg: bs.Update) -> Update:
+    return Update(msg.match_id, moves_from_proto(msg.moves), observation_from_proto(msg.observation))
+
+
+def result_to_proto(result: MatchResult) -> bs.MatchEnded:
+    msg = bs.MatchEnded(
+        match_id=result.match_id,
+        returns=list(result.returns),
+        termination=int(result.termination),  # type: ignore[arg-type]
+        reason=result.reason,
+        seed=result.seed,
+        moves=moves_to_proto(result.moves),
+        observation=observation_to_proto(result.observation),
+    )
+    if result.offender is not None:
+        msg.offender = result.offender
+    return msg
+
+
+def result_from_proto(msg: bs.MatchEnded) -> MatchResult:
+    return MatchResult(
+        match_id=msg.match_id,
+        returns=tuple(msg.returns),
+        termination=Termination(msg.termination) if msg.termination else Termination.ABORTED,
+        reason=msg.reason,
+        seed=msg.seed,
+        offender=msg.offender if msg.HasField("offender") else None,
+        observation=observation_from_proto(msg.observation),
+        moves=moves_from_proto(msg.moves),
+    )

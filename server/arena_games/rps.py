@@ -1,0 +1,236 @@
+"""Rock-paper-scissors with any odd number of signs (game ``rps``).
+
+``signs=3`` is the classic game; ``signs=5`` is rock-paper-scissors-lizard-Spock
+with the beats table of the RPSLS thesis (``specs/rpsls-thesis.md`` §1.2,
+actions in its order r, p, s, L, S); any other odd ``signs=n`` is the balanced
+generalisation where sign i beats sign j when (i - j) mod n is odd, so every
+sign beats exactly (n-1)/2 others.
+
+A match is ``rounds`` simultaneous rounds. Returns are the score difference
+(rounds won minus rounds lost). ``draw_band`` only affects how the match is
+classified for ratings: a difference within the band is a draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from arena_games.core import (
+    SIMULTANEOUS,
+    TERMINAL,
+    Game,
+    IllegalActionError,
+    ParameterError,
+    ParamSpec,
+    State,
+    register_game,
+)
+
+RPS3_NAMES = ("rock", "paper", "scissors")
+RPSLS_NAMES = ("rock", "paper", "scissors", "lizard", "spock")
+
+# Thesis table (winner -> losers), actions r=0, p=1, s=2, L=3, S=4.
+_RPSLS_BEATS = {
+    0: (2, 3),  # rock beats scissors, lizard
+    1: (0, 4),  # paper beats rock, Spock
+    2: (1, 3),  # scissors beat paper, lizard
+    3: (1, 4),  # lizard beats paper, Spock
+    4: (2, 0),  # Spock beats scissors, rock
+}
+
+
+@lru_cache(maxsize=64)
+def payoff_table(signs: int) -> tuple[tuple[int, ...], ...]:
+    """``table[a][b]`` is +1 if sign a beats sign b, -1 if it loses, 0 if equal."""
+    table = [[0] * signs for _ in range(signs)]
+    for a in range(signs):
+        for b in range(signs):
+            if a == b:
+                continue
+            if signs == 5:
+                wins = b in _RPSLS_BEATS[a]
+            else:
+                wins = (a - b) % signs % 2 == 1
+            table[a][b] = 1 if wins else -1
+    return tuple(tuple(row) for row in table)
+
+
+def beats(signs: int, a: int, b: int) -> bool:
+    """Whether sign ``a`` beats sign ``b``."""
+    return payoff_table(signs)[a][b] == 1
+
+
+def counters(signs: int, move: int) -> tuple[int, ...]:
+    """The signs that beat ``move``, ascending."""
+    table = payoff_table(signs)
+    return tuple(a for a in range(signs) if table[a][move] == 1)
+
+
+def sign_names(signs: int) -> tuple[str, ...]:
+    """Readable names of the signs: rock/paper/scissors(/lizard/spock), else s0..s{n-1}."""
+    if signs == 3:
+        return RPS3_NAMES
+    if signs == 5:
+        return RPSLS_NAMES
+    return tuple(f"s{i}" for i in range(signs))
+
+
+@dataclass(frozen=True, slots=True)
+class RpsObservation:
+    """What a seat knows before a round (the same for both seats and spectators).
+
+    Attributes:
+        signs: Number of signs.
+        rounds: Rounds in the match.
+        round: Rounds played so far (0-based index of the next round).
+        wins: Rounds won so far, by seat.
+        last_round: Moves of the previous round by seat; empty before round 0.
+    """
+
+    signs: int
+    rounds: int
+    round: int
+    wins: tuple[int, ...]
+    last_round: tuple[int, ...]
+
+
+@register_game
+class RpsGame(Game):
+    """Rock-paper-scissors (and RPSLS and larger odd variants) over many rounds."""
+
+    name = "rps"
+    title = "Rock-paper-scissors"
+    rules = (
+        "Both players throw a sign at the same time, for `rounds` rounds. With 3 signs: 0 rock, 1 paper, "
+        "2 scissors; paper beats rock, scissors beat paper, rock beats scissors. With 5 signs "
+        "(rock-paper-scissors-lizard-Spock): 0 rock, 1 paper, 2 scissors, 3 lizard, 4 Spock; rock beats "
+        "scissors and lizard, paper beats rock and Spock, scissors beat paper and lizard, lizard beats paper "
+        "and Spock, Spock beats scissors and rock. With any other odd n signs, sign i beats sign j when "
+        "(i - j) mod n is odd. A round is won, lost or drawn; the match score is rounds won minus rounds "
+        "lost, and a match whose score difference is within `draw_band` counts as a draw."
+    )
+    param_specs = (
+        ParamSpec("signs", int, 3, "number of signs (odd): 3 = RPS, 5 = RPSLS", min=3, max=99),
+        ParamSpec("rounds", int, 1000, "rounds in the match", min=1, max=10_000_000),
+        ParamSpec("draw_band", int, 0, "a score difference within this band is a draw", min=0),
+    )
+
+    def _check_params(self) -> None:
+        signs = int(self.params["signs"])
+        if signs % 2 == 0:
+            raise ParameterError(
+                f"rps: parameter signs={signs} must be odd so every sign beats as many as it loses to; "
+                "use 3 (RPS), 5 (RPSLS) or another odd number"
+            )
+        self.signs = signs
+        self.rounds = int(self.params["rounds"])
+        self.draw_band = int(self.params["draw_band"])
+        self.table = payoff_table(signs)
+        self.names = sign_names(signs)
+        self.all_actions = tuple(range(signs))
+
+    @property
+    def num_players(self) -> int:
+        return 2
+
+    @property
+    def num_distinct_actions(self) -> int:
+        return self.signs
+
+    @property
+    def max_game_length(self) -> int:
+        return 2 * self.rounds
+
+    @property
+    def min_utility(self) -> float:
+        return -float(self.rounds)
+
+    @property
+    def max_utility(self) -> float:
+        return float(self.rounds)
+
+    def new_initial_state(self) -> RpsState:
+        return RpsState(self)
+
+    def action_to_string(self, player: int, action: int) -> str:
+        return self.names[action] if 0 <= action < self.signs else f"invalid({action})"
+
+    def string_to_action(self, state: State, text: str) -> int:
+        word = text.strip()
+        if word.isdigit() and int(word) < self.signs:
+            return int(word)
+        low = word.lower()
+        names = self.names
+        matches = [i for i, n in enumerate(names) if n == low]
+        if not matches and low:
+            if self.signs == 5 and low in ("l", "li", "liz"):
+                return 3
+            if self.signs == 5 and low in ("k", "v", "sp", "spo"):
+                return 4
+            matches = [i for i, n in enumerate(names) if n.startswith(low)]
+            if self.signs == 5 and low == "s":
+                matches = [2]
+        if len(matches) == 1:
+            return matches[0]
+        accepted = ", ".join(f"{n} ({i})" for i, n in enumerate(names))
+        raise IllegalActionError(f"{text!r} is not a sign; type one of: {accepted}")
+
+    def outcome_scores(self, returns: Sequence[float]) -> tuple[float, ...]:
+        diff = returns[0] - returns[1]
+        if abs(diff) <= self.draw_band:
+            return (0.5, 0.5)
+        return (1.0, 0.0) if diff > 0 else (0.0, 1.0)
+
+
+class RpsState(State):
+    """A match in progress: the round counter and each seat's wins."""
+
+    __slots__ = ("_round", "_wins", "_last")
+
+    game: RpsGame
+
+    def __init__(self, game: RpsGame) -> None:
+        super().__init__(game)
+        self._round = 0
+        self._wins = [0, 0]
+        self._last: tuple[int, ...] = ()
+
+    def current_player(self) -> int:
+        return SIMULTANEOUS if self._round < self.game.rounds else TERMINAL
+
+    def legal_actions(self, player: int | None = None) -> Sequence[int]:
+        if self._round >= self.game.rounds or player is None or not 0 <= player < 2:
+            return ()
+        return self.game.all_actions
+
+    def is_legal(self, player: int, action: int) -> bool:
+        return self._round < self.game.rounds and 0 <= action < self.game.signs and 0 <= player < 2
+
+    def _apply_joint(self, actions: Sequence[int]) -> None:
+        a, b = actions
+        result = self.game.table[a][b]
+        if result > 0:
+            self._wins[0] += 1
+        elif result < 0:
+            self._wins[1] += 1
+        self._last = (a, b)
+        self._round += 1
+
+    def returns(self) -> tuple[float, ...]:
+        if self._round < self.game.rounds:
+            return (0.0, 0.0)
+        diff = float(self._wins[0] - self._wins[1])
+        return (diff, -diff)
+
+    def observation(self, seat: int | None) -> RpsObservation:
+        game = self.game
+        return RpsObservation(game.signs, game.rounds, self._round, tuple(self._wins), self._last)
+
+    def _copy_from(self, other: State) -> None:
+        assert isinstance(other, RpsState)
+        self._round = other._round
+        self._wins = list(other._wins)
+        self._last = other._last
+        self.history = list(other.history)

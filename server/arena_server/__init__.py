@@ -1,0 +1,3 @@
+"""Arena's server: the referee, seats, store, gRPC services and the `arena` CLI."""
+
+__version__ = "0.1.0"
