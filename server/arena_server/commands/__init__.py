@@ -1,0 +1,21 @@
+"""Subcommands of the ``arena`` CLI, one module each.
+
+Every module listed in :data:`COMMAND_MODULES` exposes
+``register(subparsers) -> None``, which adds its subparser(s) and sets
+``func=handler`` on them. A handler takes the parsed ``argparse.Namespace`` and
+returns an exit code. Raise :class:`arena_server.commands.CliError` for a
+one-line error message (no traceback).
+"""
+
+from __future__ import annotations
+
+
+class CliError(Exception):
+    """A user error: printed as one line on stderr, exit code 2."""
+
+
+COMMAND_MODULES: list[str] = [
+    "arena_server.commands.serve",
+    "arena_server.commands.games",
+    "arena_server.commands.match",
+]
