@@ -1,0 +1,50 @@
+"""The ``arena`` command line: one entry point, one module per subcommand.
+
+Errors a user can fix are printed as one line (``arena: ...``) with exit code
+2; tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from arena_server import __version__
+from arena_server.commands import COMMAND_MODULES, CliError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One line, with the command's usage, instead of argparse's two-line default.
+        self.exit(2, f"arena: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="arena", description="Arena: a fair referee for bot matches.")
+    parser.add_argument("--version", action="version", version=f"arena {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"arena: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("arena: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""``arena serve``: run the gRPC server with hosted bots and the SQLite store."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from arena_bots import hosted_bots
+from arena_server.commands import CliError
+from arena_server.commands.common import add_time_control_arguments, time_control_from_args
+from arena_server.hub import Hub
+from arena_server.service import build_server
+from arena_server.store import Store, StoreError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "serve",
+        help="run the server",
+        description="Run the Arena gRPC server: hosted reference bots, remote bots, every match stored in SQLite.",
+    )
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=50051, help="port to listen on (default 50051; 0 picks a free one)")
+    p.add_argument("--db", default="arena.db", help="SQLite database file (default arena.db)")
+    add_time_control_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port {args.port} is out of range; use 0..65535")
+    tc = time_control_from_args(args)
+    return asyncio.run(_serve(args.host, args.port, args.db, tc))
+
+
+async def _serve(host: str, port: int, db: str, tc: object) -> int:
+    try:
+        store = await Store.open(db)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
+    try:
+        server, bound = await build_server(hub, host, port)
+    except OSError as exc:
+        await store.close()
+        raise CliError(f"{exc}; is another server running? pick another --port") from None
+    await server.start()
+    if store.recovered_aborted:
+        print(f"arena: marked {store.recovered_aborted} unfinished match(es) from the last run as aborted", flush=True)
+    bots = ", ".join(sorted(hub.hosted))
+    print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
+    print("arena: press Ctrl-C to stop", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("arena: shutting down; aborting running matches", file=sys.stderr, flush=True)
+    await hub.shutdown()
+    await server.stop(grace=2)
+    await store.close()
+    print("arena: stopped", file=sys.stderr, flush=True)
+    return 0

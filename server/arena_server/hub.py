@@ -1,0 +1,276 @@
+"""The hub: seats bots, runs matches, stores them, and feeds spectators.
+
+Everything that starts a match goes through :meth:`Hub.start_match`: the gRPC
+``MatchService.CreateMatch``, a remote bot's ``Challenge``, and the CLI. The
+hub resolves bot names to seats (a fresh in-process bot for hosted names, the
+open session for connected remote bots), writes the match to the store when
+it starts and when it ends, and aborts every running match on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena_bots import HostedBot
+from arena_client import PublicMove, SeatInfo, Termination, TimeControl
+from arena_games import Game, GameError, State, load_game
+from arena_server.referee import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match
+from arena_server.remote import RemoteSeat, RemoteSession
+from arena_server.seats import InProcessSeat
+from arena_server.store import Store
+
+
+class HubError(Exception):
+    """A request the hub refuses; the message says what was wrong and what to do.
+
+    Attributes:
+        code: A short category: ``unknown_bot``, ``unsupported_game``,
+            ``bad_params``, ``busy`` or ``stopping``.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class RunningMatch:
+    """A match in progress and the people watching it."""
+
+    record: MatchRecord
+    control: MatchControl
+    task: asyncio.Task[MatchRecord] | None = None
+    public_moves: list[PublicMove] = field(default_factory=list)
+    watchers: list[asyncio.Queue[tuple[str, Any]]] = field(default_factory=list)
+    last_state: State | None = None
+
+
+class Hub:
+    """The server's match machinery (transport-independent)."""
+
+    def __init__(
+        self,
+        store: Store | None,
+        hosted: dict[str, HostedBot],
+        default_time_control: TimeControl | None = None,
+    ) -> None:
+        self.store = store
+        self.hosted = hosted
+        self.default_time_control = default_time_control or TimeControl()
+        self.sessions: dict[str, RemoteSession] = {}
+        self.running: dict[str, RunningMatch] = {}
+        self.stopping = False
+        self._local_ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- names --------------------------------------------------------------------------------------
+
+    def bot_names(self) -> list[str]:
+        return sorted(set(self.hosted) | set(self.sessions))
+
+    def games_of(self, name: str) -> tuple[str, ...] | None:
+        """The games a bot plays (empty: any), or None if no such bot is available."""
+        if name in self.hosted:
+            return self.hosted[name].games
+        if name in self.sessions:
+            return self.sessions[name].games
+        return None
+
+    def new_guest_name(self) -> str:
+        while True:
+            name = f"guest-{secrets.token_hex(3)}"
+            if name not in self.sessions and name not in self.hosted:
+                return name
+
+    # -- matches ------------------------------------------------------------------------------------
+
+    def resolve_game(self, game_name: str, params: dict[str, Any]) -> Game:
+        try:
+            return load_game(game_name, **params)
+        except GameError as exc:
+            code = "unsupported_game" if "unknown game" in str(exc) else "bad_params"
+            raise HubError(code, str(exc)) from None
+
+    def check_bots(self, game: Game, bot_names: Sequence[str]) -> None:
+        if len(bot_names) != game.num_players:
+            raise HubError("bad_params", f"{game.name} needs {game.num_players} bots, got {len(bot_names)}")
+        for name in bot_names:
+            games = self.games_of(name)
+            if games is None:
+                available = ", ".join(self.bot_names()) or "none"
+                raise HubError("unknown_bot", f"no bot named {name!r} is hosted or connected; available: {available}")
+            if games and game.name not in games:
+                raise HubError(
+                    "unsupported_game", f"bot {name!r} does not play {game.name}; it plays {', '.join(games)}"
+                )
+
+    async def start_match(
+        self,
+        game: Game,
+        bot_names: Sequence[str],
+        time_control: TimeControl | None = None,
+        seed: str | None = None,
+        rated: bool = False,
+    ) -> RunningMatch:
+        """Seat the named bots and start the match in the background.
+
+        Remote bots play one match at a time: this waits until each is free.
+
+        Raises:
+            HubError: unknown bot, a bot that does not play the game, wrong
+                number of bots, or the server is stopping.
+        """
+        if self.stopping:
+            raise HubError("stopping", "the server is shutting down; try again when it is back")
+        self.check_bots(game, bot_names)
+        seed = seed or new_seed()
+        tc = time_control or self.default_time_control
+        locked: list[RemoteSession] = []
+        seats: list[Seat] = []
+        try:
+            for index, name in enumerate(bot_names):
+                if name in self.hosted:
+                    bot = self.hosted[name].factory(bot_seed(seed, index))
+                    seats.append(InProcessSeat(bot, SeatInfo(index, name, 1, "hosted")))
+                else:
+                    session = self.sessions[name]
+                    if session in locked:
+                        raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
+                    await session.busy.acquire()
+                    locked.append(session)
+                    seats.append(RemoteSeat(session, SeatInfo(index, name, 1, "remote")))
+            record = MatchRecord(
+                match_id="",
+                game=game,
+                seats=tuple(s.info for s in seats),
+                time_control=tc,
+                seed=seed,
+                seed_sha256="",
+                started_at=_now(),
+                rated=rated,
+            )
+            from arena_server.referee import seed_hash
+
+            record.seed_sha256 = seed_hash(seed)
+            if self.store is not None:
+                await self.store.start_match(record)
+            else:
+                record.match_id = f"local-{next(self._local_ids)}"
+        except BaseException:
+            for session in locked:
+                session.busy.release()
+            raise
+        running = RunningMatch(record, MatchControl())
+        self.running[record.match_id] = running
+        running.task = asyncio.ensure_future(self._run(running, seats, locked))
+        return running
+
+    async def _run(self, running: RunningMatch, seats: list[Seat], locked: list[RemoteSession]) -> MatchRecord:
+        record = running.record
+
+        def listen(kind: str, payload: Any) -> None:
+            if kind == "moves":
+                moves, state = payload
+                running.public_moves.extend(moves)
+                running.last_state = state
+            for queue in running.watchers:
+                queue.put_nowait((kind, payload))
+
+        try:
+            done = await play_match(
+                record.game,
+                seats,
+                record.time_control,
+                record.seed,
+                record.match_id,
+                running.control,
+                [listen],
+                record.rated,
+            )
+            # play_match builds its own record; carry over into ours.
+            record.termination = done.termination
+            record.offender = done.offender
+            record.reason = done.reason
+            record.returns = done.returns
+            record.moves = done.moves
+            record.ended_at = done.ended_at
+            record.started_at = done.started_at
+        except BaseException as exc:
+            record.termination = Termination.ABORTED
+            record.reason = f"the server failed while running the match: {exc!r}"
+            record.returns = tuple(0.0 for _ in record.seats)
+            record.ended_at = _now()
+        finally:
+            for session in locked:
+                if session.busy.locked():
+                    session.busy.release()
+            if self.store is not None and record.termination is not None:
+                try:
+                    await asyncio.shield(self.store.finish_match(record))
+                except Exception:
+                    pass  # the match stays 'running' in the store and is marked aborted at restart
+            self.running.pop(record.match_id, None)
+            for queue in running.watchers:
+                queue.put_nowait(("closed", None))
+        return record
+
+    async def shutdown(self, reason: str = "the server is shutting down") -> None:
+        """Abort every running match, wait for them to be recorded, stop accepting new ones."""
+        self.stopping = True
+        for running in list(self.running.values()):
+            running.control.abort(reason)
+        tasks = [r.task for r in self.running.values() if r.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=10)
+
+    # -- spectators ---------------------------------------------------------------------------------
+
+    async def watch(self, match_id: str) -> AsyncIterator[tuple[str, Any]]:
+        """Yield ("started", record), ("moves", (moves, state))..., ("ended", record).
+
+        Live matches stream public information only until the end. A stored
+        match yields its header and its full record at once.
+        """
+        running = self.running.get(match_id)
+        if running is None:
+            stored = await self.store.get_match(match_id) if self.store is not None else None
+            if stored is None:
+                raise HubError("unknown_match", f"no match with id {match_id!r}")
+            yield "started", stored
+            if stored.termination is not None:
+                yield "ended", stored
+            return
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        running.watchers.append(queue)
+        try:
+            yield "started", running.record
+            if running.public_moves and running.last_state is not None:
+                yield "moves", (list(running.public_moves), running.last_state)
+            while True:
+                kind, payload = await queue.get()
+                if kind == "closed":
+                    return
+                yield kind, payload
+                if kind == "ended":
+                    return
+        finally:
+            if queue in running.watchers:
+                running.watchers.remove(queue)
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """Run a background task the hub keeps a reference to."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+def _now() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)
