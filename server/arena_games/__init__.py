@@ -3,7 +3,10 @@
 Import this package to register every game, then use :func:`load_game`.
 """
 
+from arena_games import dots_and_boxes as _dots_and_boxes  # noqa: F401  (registers the game)
+from arena_games import liars_dice as _liars_dice  # noqa: F401  (registers the game)
 from arena_games import rps as _rps  # noqa: F401  (registers the game)
+from arena_games import tic_tac_toe as _tic_tac_toe  # noqa: F401  (registers the game)
 from arena_games.core import (
     CHANCE,
     SIMULTANEOUS,
