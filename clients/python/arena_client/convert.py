@@ -273,3 +273,28 @@ def result_from_proto(msg: bs.MatchEnded) -> MatchResult:
         observation=observation_from_proto(msg.observation),
         moves=moves_from_proto(msg.moves),
     )
+
+
+# -- game registrations (one line per game beyond RPS) ----------------------------------------------
+
+from arena_games.dots_and_boxes import DotsAndBoxesObservation  # noqa: E402
+from arena_games.liars_dice import (  # noqa: E402
+    LiarsDiceBid,
+    LiarsDiceHand,
+    LiarsDiceObservation,
+    LiarsDiceRoundResult,
+)
+from arena_games.tic_tac_toe import TicTacToeObservation  # noqa: E402
+
+register_observation("tic_tac_toe", TicTacToeObservation, "tic_tac_toe")
+register_observation("dots_and_boxes", DotsAndBoxesObservation, "dots_and_boxes")
+register_observation(
+    "liars_dice",
+    LiarsDiceObservation,
+    "liars_dice",
+    nested={
+        "arena.v1.LiarsDiceBid": LiarsDiceBid,
+        "arena.v1.LiarsDiceHand": LiarsDiceHand,
+        "arena.v1.LiarsDiceRoundResult": LiarsDiceRoundResult,
+    },
+)
