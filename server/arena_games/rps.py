@@ -178,7 +178,7 @@ class RpsGame(Game):
         raise IllegalActionError(f"{text!r} is not a sign; type one of: {accepted}")
 
     def outcome_scores(self, returns: Sequence[float]) -> tuple[float, ...]:
-        diff = returns[0] - returns[1]
+        diff = returns[0]  # seat 0's rounds won minus rounds lost
         if abs(diff) <= self.draw_band:
             return (0.5, 0.5)
         return (1.0, 0.0) if diff > 0 else (0.0, 1.0)

@@ -63,6 +63,9 @@ class InProcessSeat(Seat):
 
     async def end(self, result: MatchResult) -> None:
         try:
+            if result.moves and self.wants_updates and self._failure is None:
+                # Same order as the remote SDK: the last public moves, then the end.
+                self.bot.on_update(Update(result.match_id, result.moves, result.observation))
             self.bot.on_match_end(result)
         except Exception:
             pass  # the match is over; a failing hook changes nothing

@@ -14,6 +14,7 @@ legal uint8), readable back into a replay with :func:`decode_moves`.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -154,6 +155,8 @@ class Store:
         self.conn = conn
         self.path = path
         self._lock_fd = lock_fd
+        self.write_lock = asyncio.Lock()
+        """Serialises transactions on the one shared connection."""
         self.recovered_aborted = 0
         """How many matches were found running at start-up and marked aborted."""
 
@@ -242,6 +245,10 @@ class Store:
 
     async def start_match(self, record: MatchRecord) -> str:
         """Insert a running match and return its id (also set on ``record``)."""
+        async with self.write_lock:
+            return await self._start_match(record)
+
+    async def _start_match(self, record: MatchRecord) -> str:
         conn = self.conn
         await conn.execute("BEGIN IMMEDIATE")
         try:
@@ -278,6 +285,14 @@ class Store:
     ) -> None:
         """Write the end of a match; ``extra`` runs in the same transaction (e.g. rating updates)."""
         assert record.termination is not None, "finish_match needs a finished record"
+        async with self.write_lock:
+            await self._finish_match(record, extra)
+
+    async def _finish_match(
+        self,
+        record: MatchRecord,
+        extra: Callable[[aiosqlite.Connection], Awaitable[None]] | None,
+    ) -> None:
         status = "aborted" if record.termination == Termination.ABORTED else "finished"
         conn = self.conn
         await conn.execute("BEGIN IMMEDIATE")

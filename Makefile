@@ -1,0 +1,49 @@
+# Arena developer commands. Every target creates the virtual environment if needed.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-slow check lint typecheck proto proto-check bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## run: set up and start the server with its defaults (port 50051, arena.db, hosted bots)
+run: $(STAMP)
+	$(BIN)/arena serve
+
+## test: set up and run the quick test suite
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+## test-slow: the heavy experiments and exhaustive solvers only
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
+
+## check: lint, type check, generated code up to date, tests
+check: lint typecheck proto-check test
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy server/arena_games server/arena_server clients/python/arena_client reference_bots/arena_bots
+
+## proto: regenerate the Python code from proto/arena/v1/*.proto
+proto: $(STAMP)
+	$(BIN)/python scripts/gen_proto.py
+
+proto-check: $(STAMP)
+	$(BIN)/python scripts/gen_proto.py --check
+
+## bench: run every benchmark in bench/
+bench: $(STAMP)
+	for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,42 @@
+"""Shared fixtures: a real gRPC server on port 0 backed by a real SQLite file."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+import arena_bots
+from arena_server.hub import Hub
+from arena_server.service import running_server
+from arena_server.store import Store
+
+
+@dataclass
+class LiveServer:
+    hub: Hub
+    store: Store
+    port: int
+    db_path: Path
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def channel(self) -> grpc.aio.Channel:
+        return grpc.aio.insecure_channel(self.address)
+
+
+@pytest.fixture
+async def live_server(tmp_path: Path) -> AsyncIterator[LiveServer]:
+    db = tmp_path / "arena.db"
+    store = await Store.open(db)
+    hub = Hub(store, arena_bots.hosted_bots())
+    try:
+        async with running_server(hub, port=0) as (_server, port):
+            yield LiveServer(hub, store, port, db)
+    finally:
+        await store.close()
