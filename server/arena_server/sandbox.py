@@ -29,6 +29,20 @@ from dataclasses import dataclass, field
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
+EXIT_REPORT = "[arena] the bot was killed by signal"
+"""Written to stderr by the PID-namespace init when the bot dies of a signal (see :data:`INIT_SHELL`)."""
+
+INIT_SHELL = (
+    '"$@"; status=$?; '
+    f'if [ "$status" -gt 128 ]; then echo "{EXIT_REPORT} $((status - 128))" >&2; fi; '
+    'exit "$status"'
+)
+"""The first process of a bot's PID namespace: runs the bot as its child and reports a fatal signal.
+
+It keeps the bot from being PID 1 (which would ignore SIGXCPU and similar signals) and tells
+the server which signal killed the bot (``unshare`` itself cannot pass that on).
+"""
+
 RUN_AS_AUTO = "auto"
 """``Limits.run_as`` value: ``nobody`` when the server is root, otherwise the server's own user."""
 
@@ -167,6 +181,10 @@ async def _works(argv: Sequence[str], user: tuple[str, int, int] | None) -> bool
         return False
 
 
+def _init() -> tuple[str, ...]:
+    return ("/bin/sh", "-c", INIT_SHELL, "arena-init")
+
+
 async def probe_isolation(limits: Limits) -> Isolation:
     """Find the strongest isolation that works here for ``limits`` (cached per process)."""
     user = resolve_user(limits.run_as)
@@ -183,7 +201,7 @@ async def probe_isolation(limits: Limits) -> Isolation:
     if unshare:
         inner_uid, inner_gid = (os.geteuid(), os.getegid()) if user is None else (user[1], user[2])
         inner = [f"--map-user={inner_uid}", f"--map-group={inner_gid}"]
-        userns = (unshare, "--user", *inner, *net, "--pid", "--fork", "--kill-child", "--")
+        userns = (unshare, "--user", *inner, *net, "--pid", "--fork", "--kill-child", "--", *_init())
         if await _works([*userns, "true"], user):
             found = Isolation(
                 userns,
@@ -197,6 +215,7 @@ async def probe_isolation(limits: Limits) -> Isolation:
             rootns: tuple[str, ...] = (unshare, *net, "--pid", "--fork", "--kill-child", "--")
             if user is not None and setpriv:
                 rootns += (setpriv, f"--reuid={user[1]}", f"--regid={user[2]}", "--clear-groups", "--")
+            rootns += _init()
             if (user is None or setpriv) and await _works([*rootns, "true"], None):
                 found = Isolation(
                     rootns,

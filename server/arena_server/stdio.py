@@ -273,12 +273,13 @@ class FrameReader:
                 line = await stream.readuntil(b"\n")
             except asyncio.IncompleteReadError as exc:
                 self.bytes_read += len(exc.partial)
-                if not exc.partial.strip():
+                if not exc.partial.strip(b" \t\r\n"):
                     return None
                 raise FrameError(
                     "truncated",
                     f"the output ended in the middle of a line ({_preview(exc.partial, 80)}, no newline); "
-                    "end every JSON message with a newline and flush.",
+                    "end every JSON message with a newline and flush."
+                    f"{_framing_hint(self.framing, exc.partial)}",
                 ) from None
             except asyncio.LimitOverrunError as exc:
                 raise FrameError(
@@ -294,7 +295,7 @@ class FrameReader:
                     f"a line of {len(line)} bytes is longer than the {self.max_bytes}-byte limit.",
                 )
             body = line.rstrip(b"\r\n")
-            if body.strip():
+            if body.strip(b" \t"):
                 return body
             # blank lines between messages are tolerated
 

@@ -37,7 +37,14 @@ from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Terminati
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
 
 from arena_server.referee import Answer, Seat
-from arena_server.sandbox import LaunchSpec, Limits, bot_environment, build_launch, probe_isolation
+from arena_server.sandbox import (
+    EXIT_REPORT,
+    LaunchSpec,
+    Limits,
+    bot_environment,
+    build_launch,
+    probe_isolation,
+)
 from arena_server.stdio import DEFAULT_MAX_MESSAGE_BYTES, FrameError, FrameReader, Framing, encode
 
 PROTOCOL_VERSION = "arena.v1"
@@ -128,16 +135,21 @@ class CappedLog:
         return ""
 
 
-def describe_exit(returncode: int | None, limits: Limits) -> str:
-    """Words for how a process ended."""
+def describe_exit(returncode: int | None, limits: Limits, log: str = "") -> str:
+    """Words for how a process ended (``log``: its stderr log, where the namespace init reports signals)."""
     if returncode is None:
         return "closed its stdout"
-    if returncode >= 0:
+    number = -returncode
+    if returncode > 128 and EXIT_REPORT in log:
+        reported = log.rsplit(EXIT_REPORT, 1)[1].split(maxsplit=1)[0]
+        if reported.isdigit():
+            number = int(reported)
+    if number <= 0:
         return f"exited with status {returncode}"
     try:
-        name = signal.Signals(-returncode).name
+        name = signal.Signals(number).name
     except ValueError:
-        name = f"signal {-returncode}"
+        name = f"signal {number}"
     hint = ""
     if name == "SIGKILL":
         hint = (
@@ -576,7 +588,7 @@ class SubprocessSeat(Seat):
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._exited.wait(), 2.0)
-        how = describe_exit(self.returncode, self.program.limits)
+        how = describe_exit(self.returncode, self.program.limits, self.log.text())
         if self.returncode is None:
             how = "closed its stdout"
         where = "before sending Hello" if self.hello is None else self._where()
@@ -624,7 +636,8 @@ class SubprocessSeat(Seat):
         transport: Any = getattr(proc, "_transport", None)
         if transport is not None:
             transport.close()
-        self.log.note(f"process {proc.pid} stopped: {describe_exit(self.returncode, self.program.limits)}")
+        how = describe_exit(self.returncode, self.program.limits, self.log.text())
+        self.log.note(f"process {proc.pid} stopped: {how}")
         self._proc = None
         self._tasks = []
 

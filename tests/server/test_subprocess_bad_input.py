@@ -17,6 +17,7 @@ from arena_server.referee import MatchRecord
 from arena_server.sandbox import Limits
 from arena_server.stdio import Framing
 from arena_server.subprocess_seat import BotProgram
+
 from tests.server._stdio_helpers import (
     bystander_program,
     fake,
@@ -34,13 +35,16 @@ async def judge(program: BotProgram, termination: Termination, *phrases: str) ->
     program = with_marker(program, bad_word)
     (record, seat), (other, _) = await asyncio.gather(
         play_against_random(program, match_id="bad"),
-        play_against_random(with_marker(bystander_program(), good_word), load_game("rps", rounds=30), match_id="ok"),
+        play_against_random(
+            with_marker(bystander_program(), good_word), load_game("rps", rounds=30), match_id="ok"
+        ),
     )
     assert record.termination == termination, (record.reason, seat.stderr_log())
     assert record.offender == 0
     for phrase in phrases:
         assert phrase in record.reason, record.reason
-    assert record.reason.startswith("seat 0 (under-test) ")
+    if "before sending Hello" not in record.reason:  # the referee names the seat for failures after start-up
+        assert record.reason.startswith("seat 0 (under-test) ")
     assert other.termination == Termination.NORMAL, other.reason
     for _ in range(50):  # SIGKILLed processes vanish asynchronously
         if not processes_with(bad_word) and not processes_with(good_word):
@@ -58,7 +62,7 @@ async def test_truncated_frame() -> None:
         fake("truncated_frame", framing=Framing.PROTO),
         Termination.PROTOCOL_ERROR,
         "wrote something unreadable on stdout while answering turn 1",
-        "ended after 3 of the 20 bytes announced",
+        "ended after 5 of the 20 bytes announced",
     )
 
 
@@ -112,9 +116,8 @@ async def test_bot_that_never_reads_stdin() -> None:
 
 
 async def test_bot_that_forks_a_process_which_outlives_it() -> None:
-    await judge(fake("forks_child", marker()), Termination.NORMAL.__class__.NORMAL) if False else None
     word = marker()
-    record, seat = await play_against_random(fake("forks_child", word))
+    record, _ = await play_against_random(fake("forks_child", word))
     assert record.termination == Termination.NORMAL, record.reason
     assert processes_with(word) == [], "the bot's grandchild outlived the match"
     assert zombie_children() == []

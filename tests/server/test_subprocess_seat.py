@@ -9,13 +9,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
 from arena_server.referee import play_match
 from arena_server.sandbox import Limits, probe_isolation
 from arena_server.stdio import Framing
 from arena_server.subprocess_seat import BotProgram, SubprocessSeat
+
 from tests.server._stdio_helpers import (
     FAST,
     PLAIN_PYTHON_BOT,
@@ -88,7 +88,9 @@ async def test_keep_alive_bot_plays_several_matches_in_one_process() -> None:
     seat = seat_for(fake("keep_alive"))
     try:
         for i in range(3):
-            record = await play_match(load_game("rps", rounds=3), [seat, random_seat()], FAST, match_id=f"k{i}")
+            record = await play_match(
+                load_game("rps", rounds=3), [seat, random_seat()], FAST, match_id=f"k{i}"
+            )
             assert record.termination == Termination.NORMAL, record.reason
             assert seat.running
         assert seat.stderr_log().count(" match 3") == 1
@@ -104,7 +106,9 @@ async def test_a_process_per_match_by_default() -> None:
     pids = []
     try:
         for i in range(2):
-            record = await play_match(load_game("rps", rounds=2), [seat, random_seat()], FAST, match_id=f"p{i}")
+            record = await play_match(
+                load_game("rps", rounds=2), [seat, random_seat()], FAST, match_id=f"p{i}"
+            )
             assert record.termination == Termination.NORMAL
             assert not seat.running
             pids.append(seat.stderr_log().count("stopped"))
@@ -115,7 +119,7 @@ async def test_a_process_per_match_by_default() -> None:
 
 async def test_slow_bot_loses_on_time_and_is_killed() -> None:
     word = marker()
-    record, seat = await play_against_random(fake("slow", "5", word))
+    record, _ = await play_against_random(fake("slow", "5", word))
     assert record.termination == Termination.TIMEOUT
     assert record.offender == 0
     assert "sent no Action for turn 1 within 0.6s" in record.reason
@@ -147,7 +151,10 @@ async def test_a_second_answer_is_dropped_as_stale_and_the_bot_is_told() -> None
     assert record.termination == Termination.NORMAL, record.reason
     assert len(record.moves) == 8
     log = seat.stderr_log()
-    assert "server error: ERROR_CODE_STALE_TURN your Action for turn 1 was dropped: it was already answered" in log
+    assert (
+        "server error: ERROR_CODE_STALE_TURN your Action for turn 1 was dropped: it was already answered"
+        in log
+    )
 
 
 async def test_no_hello_is_a_protocol_error_saying_what_to_send() -> None:
@@ -158,14 +165,16 @@ async def test_no_hello_is_a_protocol_error_saying_what_to_send() -> None:
 
 
 async def test_silent_bot_times_out_at_start_up() -> None:
-    program = BotProgram([PYTHON, "-c", "import time; time.sleep(30)"], startup_timeout=0.5, limits=TEST_LIMITS)
+    program = BotProgram(
+        [PYTHON, "-c", "import time; time.sleep(30)"], startup_timeout=0.5, limits=TEST_LIMITS
+    )
     record, _ = await play_against_random(program)
     assert record.termination == Termination.TIMEOUT
     assert "sent no Hello within 0.5s of starting" in record.reason
 
 
 async def test_hello_without_the_game_cannot_play_it() -> None:
-    code = "import sys; print('{\"hello\": {\"games\": [\"liars_dice\"]}}', flush=True); sys.stdin.read()"
+    code = 'import sys; print(\'{"hello": {"games": ["liars_dice"]}}\', flush=True); sys.stdin.read()'
     record, _ = await play_against_random(BotProgram([PYTHON, "-c", code], limits=TEST_LIMITS))
     assert record.termination == Termination.PROTOCOL_ERROR
     assert "cannot play rps: its Hello lists only liars_dice" in record.reason
@@ -173,7 +182,9 @@ async def test_hello_without_the_game_cannot_play_it() -> None:
 
 async def test_stderr_flood_does_not_block_and_the_log_is_capped() -> None:
     program = fake("stderr_flood", log_bytes=32 << 10)
-    record, seat = await play_against_random(program, load_game("rps", rounds=3), TimeControl(timedelta(seconds=5)))
+    record, seat = await play_against_random(
+        program, load_game("rps", rounds=3), TimeControl(timedelta(seconds=5))
+    )
     assert record.termination == Termination.NORMAL, record.reason
     log = seat.stderr_log()
     assert len(log) < 40_000
@@ -211,8 +222,8 @@ async def test_isolation_is_detected_and_no_network_when_available() -> None:
         "for line in sys.stdin:\n"
         "    if 'turn' in line:\n"
         "        import json; t = json.loads(line)['turn']\n"
-        "        print(json.dumps({'action': {'matchId': t['matchId'], 'turnId': t['turnId'], 'action': 0}}), "
-        "flush=True)\n"
+        "        a = {'matchId': t['matchId'], 'turnId': t['turnId'], 'action': 0}\n"
+        "        print(json.dumps({'action': a}), flush=True)\n"
         "    if 'matchEnded' in line: break\n"
     )
     record, seat = await play_against_random(BotProgram([PYTHON, "-c", code], limits=TEST_LIMITS), tc=FAST)
@@ -226,7 +237,9 @@ async def test_isolation_is_detected_and_no_network_when_available() -> None:
 
 
 async def test_resource_limits_reach_the_bot() -> None:
-    limits = Limits(cpu_seconds=7, memory_bytes=300 << 20, processes=50, file_size_bytes=1 << 20, open_files=64)
+    limits = Limits(
+        cpu_seconds=7, memory_bytes=300 << 20, processes=50, file_size_bytes=1 << 20, open_files=64
+    )
     code = (
         "import resource as r, sys\n"
         "for n in ('CPU', 'DATA', 'NPROC', 'FSIZE', 'NOFILE', 'CORE'):\n"
