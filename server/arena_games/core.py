@@ -127,6 +127,9 @@ class Game(abc.ABC):
     param_specs: ClassVar[tuple[ParamSpec, ...]]
     min_players: ClassVar[int] = 2
     max_players: ClassVar[int] = 2
+    public_observation: ClassVar[bool] = False
+    """True when every seat's observation equals the spectator's (no hidden
+    information at all, e.g. RPS between rounds): the referee then builds it once."""
     chance_is_public: ClassVar[bool] = False
     """Whether chance outcomes may be shown to every seat as they happen.
     False where chance deals private information (dice)."""
@@ -315,6 +318,16 @@ class State(abc.ABC):
                 raise IllegalActionError(self.illegal_reason(seat, action))
         self._apply_joint(actions)
         self.history.extend(enumerate(actions))
+
+    def apply_actions_unchecked(self, actions: Sequence[int]) -> None:
+        """:meth:`apply_actions` for callers that already checked every seat's action (the referee)."""
+        self._apply_joint(actions)
+        self.history.extend(enumerate(actions))
+
+    def apply_action_unchecked(self, player: int, action: int) -> None:
+        """:meth:`apply_action` for callers that already checked legality (the referee)."""
+        self._apply(player, action)
+        self.history.append((player, action))
 
     def _apply(self, player: int, action: int) -> None:
         """Change the state for a legal sequential or chance action."""

@@ -101,6 +101,7 @@ class RpsGame(Game):
     """Rock-paper-scissors (and RPSLS and larger odd variants) over many rounds."""
 
     name = "rps"
+    public_observation = True
     title = "Rock-paper-scissors"
     rules = (
         "Both players throw a sign at the same time, for `rounds` rounds. With 3 signs: 0 rock, 1 paper, "

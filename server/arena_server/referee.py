@@ -22,7 +22,7 @@ import random
 import secrets
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -160,20 +160,22 @@ class MatchRecord:
 
 
 class MatchControl:
-    """Lets the server abort a running match (e.g. on shutdown)."""
+    """Lets the server abort a running match (e.g. on shutdown).
+
+    ``abort`` sets a flag the referee checks before every decision and, while
+    the referee waits for remote answers, cancels that wait.
+    """
 
     def __init__(self) -> None:
         self.aborted = False
         self.reason = ""
-        self._event = asyncio.Event()
+        self.waiter: asyncio.Task[Any] | None = None
 
     def abort(self, reason: str) -> None:
         self.aborted = True
         self.reason = reason
-        self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.cancel()
 
 
 MatchListener = Callable[[str, Any], None]
@@ -277,7 +279,12 @@ class _Referee:
         self.track = [s.wants_updates for s in seats]
         self.turn_id = 0
         self.per_move = tc.per_move.total_seconds()
+        self.per_move_td = tc.per_move
+        self.overage_td = [tc.overage] * n
         self.grace = tc.grace.total_seconds()
+        self.all_sync = all(s.synchronous for s in seats)
+        self.publishing = bool(self.listeners) or any(self.track)
+        self.failures: list[tuple[int, Termination, str]] = []
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -307,7 +314,11 @@ class _Referee:
         log = self.record.moves
         game = self.game
         control = self.control
+        decisions = 0
         while True:
+            decisions += 1
+            if decisions & 255 == 0:
+                await asyncio.sleep(0)  # in-process matches must not starve the rest of the server
             if control.aborted:
                 await self._finish(Termination.ABORTED, None, control.reason or "the match was aborted")
                 return
@@ -323,25 +334,109 @@ class _Referee:
                     self._publish([PublicMove(CHANCE, action, game.action_to_string(CHANCE, action))])
                 continue
             acting = range(game.num_players) if player == SIMULTANEOUS else (player,)
-            self._flush_updates(acting)
-            answers = await self._ask(acting)
-            if answers is None:
-                return
-            if player == SIMULTANEOUS:
-                actions = [a.action for a in answers]
-                state.apply_actions(actions)  # type: ignore[arg-type]
-                for seat_index, ans in enumerate(answers):
-                    log.add(seat_index, ans.action, ans.elapsed)  # type: ignore[arg-type]
-                if self.listeners or any(self.track):
-                    self._publish(
-                        [PublicMove(s, a, game.action_to_string(s, a)) for s, a in enumerate(actions)]  # type: ignore[arg-type]
-                    )
+            if self.pending_any:
+                self._flush_updates(acting)
+            if self.all_sync:
+                actions = self._ask_sync(acting)
+                if actions is None:
+                    await self._finish_failures()
+                    return
             else:
-                ans = answers[0]
-                state.apply_action(ans.action)  # type: ignore[arg-type]
-                log.add(player, ans.action, ans.elapsed)  # type: ignore[arg-type]
-                if self.listeners or any(self.track):
-                    self._publish([PublicMove(player, ans.action, game.action_to_string(player, ans.action))])  # type: ignore[arg-type]
+                answers = await self._ask(acting)
+                if answers is None:
+                    return
+                actions = [a.action for a in answers]  # type: ignore[misc]
+                for seat_index, ans in zip(acting, answers, strict=True):
+                    log.add(seat_index, ans.action, ans.elapsed)  # type: ignore[arg-type]
+            if player == SIMULTANEOUS:
+                state.apply_actions_unchecked(actions)  # legality was checked seat by seat
+                if self.publishing:
+                    self._publish([PublicMove(s, a, game.action_to_string(s, a)) for s, a in enumerate(actions)])
+            else:
+                action = actions[0]
+                state.apply_action_unchecked(player, action)
+                if self.publishing:
+                    self._publish([PublicMove(player, action, game.action_to_string(player, action))])
+
+    def _ask_sync(self, acting: Sequence[int] | range) -> list[int] | None:
+        """All acting seats are in-process: ask, time and check each one inline (the hot path).
+
+        Returns the actions, or None after recording the failures in ``self.failures``.
+        """
+        state = self.state
+        seats = self.seats
+        log = self.record.moves
+        match_id = self.record.match_id
+        per_move = self.per_move
+        grace = self.grace
+        is_legal = state.is_legal
+        shared_obs = state.observation(None) if self.game.public_observation else None
+        actions: list[int] = []
+        failures: list[tuple[int, Termination, str]] = []
+        for seat_index in acting:
+            self.turn_id += 1
+            turn = Turn(
+                match_id,
+                self.turn_id,
+                seat_index,
+                shared_obs if shared_obs is not None else state.observation(seat_index),
+                state.legal_actions(seat_index),
+                self.per_move_td,
+                self.overage_td[seat_index],
+            )
+            pending = self.pending[seat_index]
+            update = None
+            if pending:
+                update = Update(match_id, tuple(pending), turn.observation)
+                pending.clear()
+            ans = seats[seat_index].act_now(turn, (), update)
+            action: int = ans.action  # type: ignore[assignment]
+            # Fast path inline; anything unusual (failure, overtime, illegal) goes through _check.
+            if not (ans.failure is None and ans.elapsed - grace <= per_move and is_legal(seat_index, action)):
+                failure = self._check(seat_index, ans, per_move, grace)
+                if failure is not None:
+                    failures.append(failure)
+                    continue
+            log.players.append(seat_index)
+            log.actions.append(action)
+            log.elapsed_us.append(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))
+            log.legal.append(1)
+            actions.append(action)
+        if failures:
+            self.failures = failures
+            return None
+        return actions
+
+    def _check(
+        self, seat_index: int, ans: Answer, per_move: float, grace: float
+    ) -> tuple[int, Termination, str] | None:
+        """Charge the clock and check legality of one answer; a failure tuple if it fails."""
+        if ans.failure is not None:
+            return seat_index, ans.failure, f"{self._who(seat_index)} {ans.reason}"
+        charged = ans.elapsed - grace
+        if charged > per_move:
+            self.overage[seat_index] -= charged - per_move
+            self.overage_td[seat_index] = timedelta(seconds=max(self.overage[seat_index], 0.0))
+            if self.overage[seat_index] < 0:
+                return (
+                    seat_index,
+                    Termination.TIMEOUT,
+                    f"{self._who(seat_index)} took {ans.elapsed:.3f}s, more than its {per_move:g}s per move "
+                    "plus what was left of its overage bank",
+                )
+        action = ans.action
+        assert action is not None
+        if not self.state.is_legal(seat_index, action):
+            self.record.moves.add(seat_index, action, ans.elapsed, legal=False)
+            return seat_index, Termination.ILLEGAL_ACTION, f"{self._who(seat_index)}: {self._illegal(seat_index, action)}"
+        return None
+
+    def _who(self, seat_index: int) -> str:
+        return f"seat {seat_index} ({self.seats[seat_index].info.bot_name})"
+
+    @property
+    def pending_any(self) -> bool:
+        return any(self.pending)
 
     def _publish(self, moves: list[PublicMove]) -> None:
         for seat_index, tracked in enumerate(self.track):
@@ -362,7 +457,7 @@ class _Referee:
         """Collect one legal answer per acting seat, or finish the match and return None."""
         state = self.state
         answers: list[Answer | None] = [None] * len(acting)
-        waiting: list[tuple[int, asyncio.Task[Answer]]] = []
+        waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] = []
         sync_turns: list[tuple[int, int, Turn]] = []
         per_move_td = self.tc.per_move
         for i, seat_index in enumerate(acting):
@@ -375,14 +470,14 @@ class _Referee:
                 state.observation(seat_index),
                 state.legal_actions(seat_index),
                 per_move_td,
-                timedelta(seconds=max(self.overage[seat_index], 0.0)),
+                self.overage_td[seat_index],
             )
             moves = self.pending[seat_index]
             if seat.synchronous:
                 sync_turns.append((i, seat_index, turn))
             else:
                 timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace
-                waiting.append((i, asyncio.ensure_future(seat.ask(turn, tuple(moves), timeout))))
+                waiting.append((i, seat.ask(turn, tuple(moves), timeout)))
                 moves.clear()
         for i, seat_index, turn in sync_turns:
             moves = self.pending[seat_index]
@@ -390,28 +485,36 @@ class _Referee:
             answers[i] = self.seats[seat_index].act_now(turn, moves, update)
             moves.clear()
         if waiting:
-            if self.control.aborted:
-                for _, task in waiting:
-                    task.cancel()
+            control = self.control
+            if control.aborted:
+                for _, coro in waiting:
+                    coro.close()
                 return await self._abort()
-            abort_wait = asyncio.ensure_future(self.control.wait())
+            control.waiter = asyncio.current_task()
             try:
-                await asyncio.wait([t for _, t in waiting] + [abort_wait], return_when=asyncio.FIRST_COMPLETED)
-                while not abort_wait.done() and not all(t.done() for _, t in waiting):
-                    await asyncio.wait(
-                        [t for _, t in waiting if not t.done()] + [abort_wait], return_when=asyncio.FIRST_COMPLETED
-                    )
-            finally:
-                abort_wait.cancel()
-            if self.control.aborted:
-                for _, task in waiting:
-                    task.cancel()
+                if len(waiting) == 1:  # the common case: await it directly, no extra task
+                    i, coro = waiting[0]
+                    answers[i] = await coro
+                else:
+                    results = await asyncio.gather(*(c for _, c in waiting), return_exceptions=True)
+                    for (i, _), result in zip(waiting, results, strict=True):
+                        answers[i] = (
+                            result
+                            if isinstance(result, Answer)
+                            else Answer(None, 0.0, Termination.CRASH, f"the seat failed: {result!r}")
+                        )
+            except asyncio.CancelledError:
+                if not control.aborted:
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
                 return await self._abort()
-            for i, task in waiting:
-                try:
-                    answers[i] = task.result()
-                except Exception as exc:
-                    answers[i] = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
+            except Exception as exc:
+                i = waiting[0][0]
+                answers[i] = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
+            finally:
+                control.waiter = None
         return await self._judge(acting, answers)
 
     async def _abort(self) -> None:
@@ -420,35 +523,20 @@ class _Referee:
 
     async def _judge(self, acting: Sequence[int] | range, answers: list[Answer | None]) -> list[Answer] | None:
         """Charge clocks and check legality; end the match on the first failure."""
-        failures: list[tuple[int, Termination, str]] = []
-        log = self.record.moves
+        failures = []
         for seat_index, ans in zip(acting, answers, strict=True):
             assert ans is not None
-            name = self.seats[seat_index].info.bot_name
-            who = f"seat {seat_index} ({name})"
-            if ans.failure is not None:
-                failures.append((seat_index, ans.failure, f"{who} {ans.reason}"))
-                continue
-            charged = ans.elapsed - self.grace
-            if charged > self.per_move:
-                self.overage[seat_index] -= charged - self.per_move
-                if self.overage[seat_index] < 0:
-                    failures.append(
-                        (
-                            seat_index,
-                            Termination.TIMEOUT,
-                            f"{who} took {ans.elapsed:.3f}s, more than its {self.per_move:g}s per move "
-                            f"plus what was left of its overage bank",
-                        )
-                    )
-                    continue
-            action = ans.action
-            assert action is not None
-            if not self.state.is_legal(seat_index, action):
-                log.add(seat_index, action, ans.elapsed, legal=False)
-                failures.append((seat_index, Termination.ILLEGAL_ACTION, f"{who}: {self._illegal(seat_index, action)}"))
+            failure = self._check(seat_index, ans, self.per_move, self.grace)
+            if failure is not None:
+                failures.append(failure)
         if not failures:
             return answers  # type: ignore[return-value]
+        self.failures = failures
+        await self._finish_failures()
+        return None
+
+    async def _finish_failures(self) -> None:
+        failures = self.failures
         if len(failures) == 1:
             seat_index, term, reason = failures[0]
             await self._finish(term, seat_index, reason)
@@ -456,7 +544,6 @@ class _Referee:
             # Several seats failed in the same simultaneous round: nobody is singled out.
             reason = "; ".join(r for _, _, r in failures)
             await self._finish(failures[0][1], None, f"several seats failed at once: {reason}", forfeit=False)
-        return None
 
     def _illegal(self, seat_index: int, action: int) -> str:
         legal = list(self.state.legal_actions(seat_index))

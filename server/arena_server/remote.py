@@ -163,18 +163,26 @@ class RemoteSeat(Seat):
         self._future = future
         self._expected = turn.turn_id
         self._issued.add(turn.turn_id)
+        msg = bs.ServerMessage()
+        turn_to_proto(turn, moves, msg.turn)
         self._started = time.perf_counter()
-        await self.session.send(bs.ServerMessage(turn=turn_to_proto(turn, moves)))
+        timer = loop.call_later(timeout, self._expire, future, turn.turn_id, timeout)
         try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            return Answer(
-                None, time.perf_counter() - self._started, Termination.TIMEOUT,
-                f"did not answer turn {turn.turn_id} within {timeout:.3f}s",
-            )
+            await self.session.send(msg)
+            return await future
         finally:
+            timer.cancel()
             self._future = None
             self._expected = 0
+
+    def _expire(self, future: asyncio.Future[Answer], turn_id: int, timeout: float) -> None:
+        if not future.done():
+            future.set_result(
+                Answer(
+                    None, time.perf_counter() - self._started, Termination.TIMEOUT,
+                    f"did not answer turn {turn_id} within {timeout:.3f}s",
+                )
+            )
 
     def on_action(self, action: bs.Action) -> None:
         future = self._future

@@ -213,13 +213,18 @@ def match_info_to_proto(info: MatchInfo) -> bs.MatchStarted:
     return msg
 
 
-def turn_to_proto(turn: Turn, moves: typing.Iterable[PublicMove]) -> bs.Turn:
-    msg = bs.Turn(match_id=turn.match_id, turn_id=turn.turn_id, observation=observation_to_proto(turn.observation))
+def turn_to_proto(turn: Turn, moves: typing.Iterable[PublicMove], out: bs.Turn | None = None) -> bs.Turn:
+    """Fill ``out`` (e.g. ``server_message.turn``, avoiding a copy) or a new Turn message."""
+    msg = bs.Turn() if out is None else out
+    msg.match_id = turn.match_id
+    msg.turn_id = turn.turn_id
+    if turn.observation is not None:
+        msg.observation.CopyFrom(observation_to_proto(turn.observation))
     msg.legal_actions.extend(turn.legal_actions)
     msg.time_budget.FromTimedelta(turn.time_budget)
     msg.overage_left.FromTimedelta(turn.overage_left)
-    if moves:
-        msg.moves.extend(moves_to_proto(moves))
+    for m in moves:
+        msg.moves.add(seat=m.seat, action=m.action, label=m.label)
     return msg
 
 

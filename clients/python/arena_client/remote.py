@@ -19,6 +19,7 @@ import logging
 import random
 import traceback
 from collections.abc import Mapping
+import concurrent.futures
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,6 +43,8 @@ log = logging.getLogger("arena_client")
 
 PROTOCOL_VERSION = "arena.v1"
 CLIENT = "arena_client/0.1"
+QUICK_ACT_SECONDS = 0.001
+"""How long the client waits synchronously for ``act`` before yielding to the event loop."""
 
 
 class ArenaError(Exception):
@@ -193,7 +196,6 @@ class Client:
 
     async def _serve(self, call: Any, challenging: bool, matches: int) -> None:
         bot = self.bot
-        loop = asyncio.get_running_loop()
         seat = 0
         while True:
             msg = await call.read()
@@ -206,7 +208,13 @@ class Client:
                     bot.on_update(Update(turn.match_id, moves_from_proto(msg.turn.moves), turn.observation))
                 try:
                     if self._executor is not None:
-                        action = await loop.run_in_executor(self._executor, bot.act, turn)
+                        pending = self._executor.submit(bot.act, turn)
+                        try:
+                            # A quick bot answers within the spin window: no event-loop round trip.
+                            action = pending.result(timeout=QUICK_ACT_SECONDS)
+                        except concurrent.futures.TimeoutError:
+                            # A slow bot: the loop stays free (pings, match end) until act returns.
+                            action = await asyncio.wrap_future(pending)
                     else:
                         action = bot.act(turn)
                 except Exception as exc:

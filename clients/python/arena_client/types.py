@@ -88,7 +88,7 @@ class MatchInfo:
     rated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Turn:
     """The seat must act: return one of ``legal_actions`` from ``Bot.act``.
 
@@ -112,7 +112,7 @@ class Turn:
     overage_left: timedelta
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Update:
     """Public moves the bot has not seen yet, and its observation after them."""
 
