@@ -182,6 +182,12 @@ class SubprocessSeat(Seat):
         self.hello: bs.Hello | None = None
         self.returncode: int | None = None
         self.messages_received = 0
+        self.last_sent: bs.ServerMessage | None = None
+        """The last message written to the bot (for failure reports such as ``arena check-bot``)."""
+        self.last_received: bs.BotMessage | None = None
+        """The last message read from the bot."""
+        self.last_turn: bs.ServerMessage | None = None
+        """The last Turn the bot was given."""
         self._proc: asyncio.subprocess.Process | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._scratch: str | None = None
@@ -249,7 +255,8 @@ class SubprocessSeat(Seat):
         self._latest_turn = turn.turn_id
         stderr_before = self.log.total
         sent = time.perf_counter()
-        self._send(bs.ServerMessage(turn=turn_to_proto(turn, moves)))
+        self.last_turn = message = bs.ServerMessage(turn=turn_to_proto(turn, moves))
+        self._send(message)
         if self._failure is not None:
             self._pending = None
             return self._failure
@@ -336,6 +343,9 @@ class SubprocessSeat(Seat):
         self._exited = asyncio.Event()
         self.returncode = None
         self.messages_received = 0
+        self.last_sent = None
+        self.last_received = None
+        self.last_turn = None
         self._last_received = "nothing"
         self._past_matches = set()
         try:
@@ -414,6 +424,7 @@ class SubprocessSeat(Seat):
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdin.is_closing():
             return
+        self.last_sent = message
         try:
             proc.stdin.write(encode(message, self.program.framing))
         except (BrokenPipeError, ConnectionResetError):
@@ -473,6 +484,7 @@ class SubprocessSeat(Seat):
         return f"after {self._last_received}"
 
     def _dispatch(self, message: bs.BotMessage, received: float) -> None:
+        self.last_received = message
         kind = message.WhichOneof("kind")
         hello_future = self._hello_future
         if hello_future is not None and not hello_future.done():
@@ -621,6 +633,7 @@ class SubprocessSeat(Seat):
         if graceful and proc.returncode is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._exited.wait(), self.program.exit_grace)
+        still_running = self.returncode is None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -636,7 +649,10 @@ class SubprocessSeat(Seat):
         transport: Any = getattr(proc, "_transport", None)
         if transport is not None:
             transport.close()
-        how = describe_exit(self.returncode, self.program.limits, self.log.text())
+        if still_running:
+            how = "killed by the server (SIGKILL to its process group)"
+        else:
+            how = describe_exit(self.returncode, self.program.limits, self.log.text())
         self.log.note(f"process {proc.pid} stopped: {how}")
         self._proc = None
         self._tasks = []

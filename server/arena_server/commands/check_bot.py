@@ -1,0 +1,81 @@
+"""``arena check-bot``: run a subprocess bot through scripted scenarios and say what it did wrong."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+from arena_client import TimeControl
+from arena_games import registered_games
+
+from arena_server.commands import CliError
+from arena_server.conformance import Finding, check_bot, format_finding, format_report, format_summary
+from arena_server.sandbox import Limits
+from arena_server.stdio import Framing
+from arena_server.subprocess_seat import BotProgram
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "check-bot",
+        help="check that a subprocess bot follows the protocol",
+        description=(
+            "Start a bot program, read its Hello, and play short scripted matches of every game it claims, "
+            "in every seat, against the random bot. Prints what the bot did wrong (wrong framing, no hello, "
+            "answering out of turn, illegal action, too slow) with the message it got and the one expected. "
+            "Exits with 1 when a check fails."
+        ),
+    )
+    p.add_argument(
+        "--cmd", required=True, help='the bot\'s command line, e.g. "python3 bot.py" (run with /bin/sh -c)'
+    )
+    p.add_argument(
+        "--framing", choices=[f.value for f in Framing], default="json", help="stdio framing (default json)"
+    )
+    p.add_argument(
+        "--dir", type=Path, default=None, help="working directory of the bot (default: a fresh empty one)"
+    )
+    p.add_argument(
+        "--game",
+        "-g",
+        action="append",
+        default=[],
+        help="check only this game (repeatable; default: what it claims)",
+    )
+    p.add_argument("--per-move", type=float, default=2.0, metavar="SECONDS", help="time per move (default 2)")
+    p.add_argument(
+        "--startup-timeout", type=float, default=10.0, metavar="SECONDS", help="time to Hello (default 10)"
+    )
+    p.add_argument("--allow-network", action="store_true", help="do not cut the bot off the network")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only the summary")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    unknown = [g for g in args.game if g not in registered_games()]
+    if unknown:
+        raise CliError(f"unknown game {unknown[0]!r}; games are: {', '.join(registered_games())}")
+    if args.dir is not None and not args.dir.is_dir():
+        raise CliError(f"--dir {args.dir} is not a directory")
+    if args.per_move <= 0 or args.startup_timeout <= 0:
+        raise CliError("--per-move and --startup-timeout must be positive")
+    program = BotProgram(
+        args.cmd,
+        Framing(args.framing),
+        workdir=args.dir.resolve() if args.dir is not None else None,
+        limits=Limits(network=args.allow_network),
+        startup_timeout=args.startup_timeout,
+    )
+    clock = TimeControl(timedelta(seconds=args.per_move), timedelta(0), timedelta(seconds=0.5))
+
+    def progress(finding: Finding) -> None:
+        if not args.quiet:
+            print(format_finding(finding), flush=True)
+
+    if not args.quiet:
+        print(f"checking {program.describe()}", flush=True)
+    report = asyncio.run(check_bot(program, args.game, clock, progress=progress))
+    print(format_report(report) if args.quiet else "\n".join(format_summary(report)))
+    return 0 if report.passed else 1

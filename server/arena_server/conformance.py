@@ -1,0 +1,261 @@
+"""Conformance checking of subprocess bots: the engine behind ``arena check-bot``.
+
+:func:`check_bot` starts the bot, reads its Hello, then plays short scripted
+matches of every game it claims (every registered game when its Hello lists
+none), once in each seat, against the uniformly random bot. Every problem is a
+:class:`Finding` carrying the referee's reason, the last message the bot was
+sent and the last one it wrote, so an author sees exactly what went wrong. The
+same function can serve as the self-check of a submitted bot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from arena.v1 import bot_session_pb2 as bs
+from arena_bots.simple import RandomBot
+from arena_client import MatchInfo, SeatInfo, Termination, TimeControl
+from arena_games import Game, GameError, describe_actions, load_game, registered_games
+from google.protobuf import json_format
+
+from arena_server.referee import Seat, play_match
+from arena_server.seats import InProcessSeat
+from arena_server.stdio import Framing
+from arena_server.subprocess_seat import BotProgram, SubprocessSeat
+
+DEFAULT_CHECK_CLOCK = TimeControl(timedelta(seconds=2), timedelta(seconds=0), timedelta(seconds=0.5))
+
+SHORT_PARAMS: dict[str, dict[str, object]] = {"rps": {"rounds": 5}}
+"""Parameters that keep the scripted matches short (games not listed use their defaults)."""
+
+
+@dataclass
+class Finding:
+    """One scenario's outcome."""
+
+    scenario: str
+    ok: bool
+    detail: str
+    sent: str = ""
+    received: str = ""
+    expected: str = ""
+
+
+@dataclass
+class CheckReport:
+    """Everything :func:`check_bot` found."""
+
+    program: BotProgram
+    hello: bs.Hello | None = None
+    findings: list[Finding] = field(default_factory=list)
+    log_tail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.findings) and all(f.ok for f in self.findings)
+
+    def first_error(self) -> Finding | None:
+        return next((f for f in self.findings if not f.ok), None)
+
+
+def _json(message: bs.ServerMessage | bs.BotMessage | None) -> str:
+    if message is None:
+        return "nothing"
+    data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    return json.dumps(data, separators=(",", ":"))
+
+
+def _expected(seat: SubprocessSeat, failure: Termination | None) -> str:
+    sent = seat.last_turn or seat.last_sent
+    if sent is not None and sent.WhichOneof("kind") == "turn":
+        turn = sent.turn
+        legal = describe_actions(list(turn.legal_actions))
+        return (
+            f'{{"action":{{"matchId":"{turn.match_id}","turnId":{turn.turn_id},"action":A}}}} '
+            f"with A one of {legal}, within the time budget"
+        )
+    if seat.hello is None:
+        return 'a Hello first, e.g. {"hello":{"protocolVersion":"arena.v1","games":["rps"]}}'
+    return "nothing until the next Turn (Updates and MatchStarted need no answer)"
+
+
+async def _probe_other_framing(program: BotProgram, game: Game) -> str:
+    """When the Hello cannot be read, see whether the other framing works, to say so."""
+    other = Framing.PROTO if program.framing is Framing.JSON else Framing.JSON
+    seat = SubprocessSeat(
+        dataclasses.replace(program, framing=other, startup_timeout=min(program.startup_timeout, 5))
+    )
+    info = MatchInfo("framing-probe", game.name, dict(game.params), 0, (seat.info,), DEFAULT_CHECK_CLOCK, "")
+    try:
+        failure = await seat.start(info)
+    finally:
+        await seat.close()
+    if failure is None:
+        return (
+            f"with {other} framing its Hello reads fine: this bot speaks {other} framing "
+            f"(use --framing {other})"
+        )
+    return ""
+
+
+def _scenario_games(hello: bs.Hello, only: Sequence[str]) -> list[str]:
+    claimed = list(hello.games) or list(registered_games())
+    if only:
+        return [g for g in only if g in claimed] + [g for g in only if g not in claimed]
+    return claimed
+
+
+async def check_bot(
+    program: BotProgram,
+    games: Sequence[str] = (),
+    clock: TimeControl = DEFAULT_CHECK_CLOCK,
+    seed: str = "check-bot",
+    progress: Callable[[Finding], None] | None = None,
+) -> CheckReport:
+    """Run the scripted scenarios; never raises for anything the bot does.
+
+    Args:
+        program: The bot to check.
+        games: Restrict to these games (default: what the Hello claims).
+        clock: Time control of the scripted matches.
+        seed: Seed of the matches and the random opponents.
+        progress: Called with each finding as soon as it is known.
+    """
+    report = CheckReport(program)
+
+    def add(finding: Finding) -> None:
+        report.findings.append(finding)
+        if progress is not None:
+            progress(finding)
+
+    # 1. start-up: the Hello, read on its own so its problems are reported first.
+    first_game = load_game(games[0] if games else "rps", **SHORT_PARAMS.get(games[0] if games else "rps", {}))
+    seat = SubprocessSeat(program, SeatInfo(0, "bot-under-check", 1, "subprocess"))
+    info = MatchInfo("check-hello", first_game.name, dict(first_game.params), 0, (seat.info,), clock, "")
+    try:
+        failure = await seat.start(info)
+    finally:
+        await seat.close()
+    if failure is not None and seat.hello is None:
+        detail = failure.reason
+        hint = ""
+        if failure.failure in (Termination.PROTOCOL_ERROR, Termination.TIMEOUT):
+            hint = await _probe_other_framing(program, first_game)
+        add(
+            Finding(
+                "start-up",
+                False,
+                detail + (f"; {hint}" if hint else ""),
+                _json(seat.last_sent),
+                _json(seat.last_received),
+                _expected(seat, failure.failure),
+            )
+        )
+        report.log_tail = seat.stderr_tail()
+        return report
+    report.hello = hello = seat.hello
+    assert hello is not None
+    add(
+        Finding(
+            "start-up",
+            True,
+            f"Hello received: name={hello.name!r}, games={list(hello.games) or 'all'}, "
+            f"keep_alive={hello.keep_alive}, protocol_version={hello.protocol_version!r}",
+        )
+    )
+
+    # 2. scripted matches: every claimed game, in every seat.
+    registered = registered_games()
+    for name in _scenario_games(hello, games):
+        if name not in registered:
+            add(Finding(name, False, f"its Hello claims the game {name!r}, which this server does not know"))
+            continue
+        if hello.games and name not in hello.games:
+            add(Finding(name, False, f"its Hello does not list {name!r} (it lists {', '.join(hello.games)})"))
+            continue
+        try:
+            game = load_game(name, **SHORT_PARAMS.get(name, {}))  # type: ignore[arg-type]
+        except GameError as exc:  # pragma: no cover - a broken registry entry
+            add(Finding(name, False, f"could not set up the game: {exc}"))
+            continue
+        for seat_index in range(game.num_players):
+            finding = await _play_scenario(program, game, seat_index, clock, f"{seed}:{name}:{seat_index}")
+            add(finding)
+            if not finding.ok:
+                break
+    return report
+
+
+async def _play_scenario(
+    program: BotProgram, game: Game, seat_index: int, clock: TimeControl, seed: str
+) -> Finding:
+    scenario = f"{game.name} as seat {seat_index}"
+    bot = SubprocessSeat(program, SeatInfo(seat_index, "bot-under-check", 1, "subprocess"))
+    seats: list[Seat] = []
+    for i in range(game.num_players):
+        if i == seat_index:
+            seats.append(bot)
+        else:
+            seats.append(InProcessSeat(RandomBot(i), SeatInfo(i, "random", 1, "hosted")))
+    try:
+        record = await play_match(game, seats, clock, seed=seed, match_id=f"check-{game.name}-{seat_index}")
+    finally:
+        await bot.close()
+    moves = sum(1 for player, *_ in record.moves if player == seat_index)
+    if record.termination == Termination.NORMAL:
+        return Finding(scenario, True, f"played {moves} moves to the end ({record.summary().split('  ')[1]})")
+    if record.offender is not None and record.offender != seat_index:
+        return Finding(scenario, False, f"the opponent failed, which should not happen: {record.reason}")
+    assert record.termination is not None
+    return Finding(
+        scenario,
+        False,
+        f"{record.termination.label}: {record.reason}",
+        _json(bot.last_turn or bot.last_sent),
+        _json(bot.last_received),
+        _expected(bot, record.termination),
+    )
+
+
+def format_report(report: CheckReport) -> str:
+    """The report as text for people."""
+    lines = [f"checking {report.program.describe()}"]
+    for finding in report.findings:
+        lines.append(format_finding(finding))
+    lines.extend(format_summary(report))
+    return "\n".join(lines)
+
+
+def format_summary(report: CheckReport) -> list[str]:
+    """The verdict lines that close a report."""
+    lines = []
+    failed = [f for f in report.findings if not f.ok]
+    if failed:
+        lines.append(f"FAILED: {len(failed)} problem(s); fix the first one first.")
+        if report.log_tail.strip():
+            lines.append("the end of its stderr log:")
+            lines.extend("    " + line for line in report.log_tail.strip().splitlines()[-15:])
+    else:
+        lines.append("PASSED: the bot follows the protocol in every scenario.")
+    return lines
+
+
+def format_finding(finding: Finding) -> str:
+    mark = "ok  " if finding.ok else "FAIL"
+    text = f"  {mark} {finding.scenario}: {finding.detail}"
+    if not finding.ok:
+        if finding.sent:
+            text += f"\n         last message it got: {_clip(finding.sent)}"
+        if finding.received:
+            text += f"\n         last message it sent: {_clip(finding.received)}"
+        if finding.expected:
+            text += f"\n         expected: {finding.expected}"
+    return text
+
+
+def _clip(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
