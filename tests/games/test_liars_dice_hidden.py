@@ -9,18 +9,31 @@ property, and on everything the referee hands to in-process seats.
 from __future__ import annotations
 
 import random
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from arena_bots.simple import RandomBot
-from arena_client import Bot, MatchInfo, MatchResult, SeatInfo, Termination, Turn, Update
-from arena_client.convert import turn_from_proto, turn_to_proto
-from arena_games import CHANCE, load_game
-from arena_games.liars_dice import LiarsDiceGame, LiarsDiceState
-from arena_server.referee import play_match
-from arena_server.seats import InProcessSeat
+from google.protobuf import json_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arena.v1 import bot_session_pb2 as bs
+from arena_bots.simple import RandomBot
+from arena_client import Bot, MatchInfo, MatchResult, SeatInfo, Termination, TimeControl, Turn, Update
+from arena_client.convert import (
+    match_info_from_proto,
+    result_from_proto,
+    turn_from_proto,
+    turn_to_proto,
+    update_from_proto,
+)
+from arena_games import CHANCE, load_game
+from arena_games.liars_dice import LiarsDiceGame, LiarsDiceState
+from arena_server.referee import play_match
+from arena_server.sandbox import Limits
+from arena_server.seats import InProcessSeat
+from arena_server.stdio import Framing
+from arena_server.subprocess_seat import BotProgram, SubprocessSeat
 from tests.games.games_support import random_step
 
 
@@ -180,7 +193,50 @@ class SpyBot(Bot):
         self.received.append(result)
 
 
-async def test_nothing_the_referee_sends_reveals_other_seats_dice() -> None:
+def _positions(game: LiarsDiceGame, history: list[tuple[int, int]]) -> list[LiarsDiceState]:
+    """Every position of a match, in order."""
+    state = game.new_initial_state()
+    positions = [state.clone()]
+    for _, action in history:
+        state.apply_action(action)
+        positions.append(state.clone())
+    return positions
+
+
+def _check_messages(
+    positions: list[LiarsDiceState], seat: int, received: list[Any], rng: random.Random
+) -> int:
+    """Check everything one seat received against the engine; return how many observations were checked."""
+    turn_positions = iter(p for p in positions if p.current_player() == seat)
+    views: dict[Any, int] = {}
+    for i, p in enumerate(positions):
+        views.setdefault(p.observation(seat), i)
+    checked = 0
+    for message in received:
+        if isinstance(message, MatchInfo):
+            assert message.seat == seat and len(message.seed_sha256) == 64
+            continue
+        if isinstance(message, Turn):
+            position = next(turn_positions)
+            assert message.observation == position.observation(seat)
+            assert tuple(message.legal_actions) == tuple(position.legal_actions())
+        else:
+            assert isinstance(message, Update | MatchResult)
+            # Public moves never include dice rolls.
+            assert all(move.seat != CHANCE and not move.label.startswith("roll") for move in message.moves)
+            if isinstance(message, MatchResult):
+                position = positions[-1]
+                assert message.observation == position.observation(seat)
+            else:
+                assert message.observation in views, "an update must be an engine observation"
+                position = positions[views[message.observation]]
+        _check_position(position, rng)
+        checked += 1
+    assert next(turn_positions, None) is None, "every turn of the seat was received"
+    return checked
+
+
+async def test_nothing_the_referee_sends_in_process_reveals_other_seats_dice() -> None:
     game = load_game("liars_dice", players=3, dice=2, spot_on=True, wild="ones")
     assert isinstance(game, LiarsDiceGame)
     rng = random.Random(0)
@@ -189,39 +245,56 @@ async def test_nothing_the_referee_sends_reveals_other_seats_dice() -> None:
         seats = [InProcessSeat(bot, SeatInfo(seat, f"spy{seat}")) for seat, bot in enumerate(bots)]
         record = await play_match(game, seats, seed=f"leak-{match}")
         assert record.termination == Termination.NORMAL, record.reason
-        history = record.moves.history()
-        # Every position of the match, in order.
-        positions: list[LiarsDiceState] = []
-        state = game.new_initial_state()
-        positions.append(state.clone())
-        for _, action in history:
-            state.apply_action(action)
-            positions.append(state.clone())
+        positions = _positions(game, record.moves.history())
         for seat, bot in enumerate(bots):
-            turn_positions = iter(p for p in positions if p.current_player() == seat)
-            views = {}
-            for i, p in enumerate(positions):
-                views.setdefault(p.observation(seat), i)
+            assert _check_messages(positions, seat, bot.received, rng) > 5
             for message in bot.received:
-                if isinstance(message, MatchInfo):
-                    assert message.seat == seat and len(message.seed_sha256) == 64
-                    continue
                 if isinstance(message, Turn):
-                    position = next(turn_positions)
-                    assert message.observation == position.observation(seat)
-                    assert tuple(message.legal_actions) == tuple(position.legal_actions())
                     wire = turn_from_proto(turn_to_proto(message, ()), seat)
                     assert wire.observation == message.observation
-                else:
-                    assert isinstance(message, Update | MatchResult)
-                    # Public moves never include dice rolls.
-                    assert all(
-                        move.seat != CHANCE and not move.label.startswith("roll") for move in message.moves
-                    )
-                    if isinstance(message, MatchResult):
-                        position = positions[-1]
-                        assert message.observation == position.observation(seat)
-                    else:
-                        assert message.observation in views, "an update must be an engine observation"
-                        position = positions[views[message.observation]]
-                _check_position(position, rng)
+
+
+async def test_nothing_sent_over_stdio_reveals_other_seats_dice() -> None:
+    """A real subprocess bot echoes every JSON line it gets; they are checked like the in-process ones."""
+    game = load_game("liars_dice", players=3, dice=2, bidding="standard")
+    assert isinstance(game, LiarsDiceGame)
+    rng = random.Random(1)
+    spy = Path(__file__).resolve().parent / "bots" / "stdio_spy.py"
+    program = BotProgram(
+        ["python3", str(spy), "7"],  # the system interpreter: bots may run as an unprivileged user
+        Framing.JSON,
+        limits=Limits(cpu_seconds=60, memory_bytes=256 << 20),
+        log_bytes=8 << 20,
+    )
+    subprocess_seat = SubprocessSeat(program, SeatInfo(1, "stdio-spy", 1, "subprocess"))
+    seats = [
+        InProcessSeat(RandomBot(1), SeatInfo(0, "random0")),
+        subprocess_seat,
+        InProcessSeat(RandomBot(2), SeatInfo(2, "random2")),
+    ]
+    tc = TimeControl(timedelta(seconds=5), timedelta(seconds=5), timedelta(seconds=1))
+    try:
+        record = await play_match(game, seats, tc, seed="stdio-leak")
+    finally:
+        await subprocess_seat.close()
+    assert record.termination == Termination.NORMAL, record.reason
+    received: list[Any] = []
+    for line in subprocess_seat.stderr_log().splitlines():
+        if not line.startswith("RECEIVED "):
+            continue
+        message = json_format.Parse(
+            line.removeprefix("RECEIVED "), bs.ServerMessage(), ignore_unknown_fields=True
+        )
+        kind = message.WhichOneof("kind")
+        if kind == "match_started":
+            received.append(match_info_from_proto(message.match_started))
+        elif kind == "turn":
+            received.append(turn_from_proto(message.turn, 1))
+        elif kind == "update":
+            received.append(update_from_proto(message.update))
+        elif kind == "match_ended":
+            received.append(result_from_proto(message.match_ended))
+    assert isinstance(received[0], MatchInfo) and isinstance(received[-1], MatchResult)
+    turns = sum(1 for message in received if isinstance(message, Turn))
+    assert turns == sum(1 for player, _ in record.moves.history() if player == 1)
+    assert _check_messages(_positions(game, record.moves.history()), 1, received, rng) > turns
