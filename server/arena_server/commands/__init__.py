@@ -18,5 +18,6 @@ COMMAND_MODULES: list[str] = [
     "arena_server.commands.serve",
     "arena_server.commands.games",
     "arena_server.commands.match",
+    "arena_server.commands.experiment",
     "arena_server.commands.check_bot",
 ]

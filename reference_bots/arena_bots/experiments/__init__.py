@@ -1,0 +1,1 @@
+"""Experiments reproducing the source documents' results with Arena's reference bots."""

@@ -1,0 +1,40 @@
+"""``arena experiment NAME``: rerun a source document's experiments with the reference bots.
+
+Experiments:
+    rpsls-thesis  The RPSLS thesis's tables (Bizjak 2020) side by side with ours,
+                  plus a round robin of every hosted RPS bot; see
+                  :mod:`arena_bots.experiments.rpsls_thesis`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _run_rpsls_thesis(args: argparse.Namespace) -> int:
+    from arena_bots.experiments import rpsls_thesis
+
+    argv = ["--out", args.out, "--seed", str(args.seed)]
+    if args.quick:
+        argv.append("--quick")
+    if args.only:
+        argv += ["--only", args.only]
+    return rpsls_thesis.main(argv)
+
+
+def register(subparsers: Any) -> None:
+    """Add ``experiment`` and its experiments to the ``arena`` CLI."""
+    parser = subparsers.add_parser("experiment", help="rerun a source document's experiments")
+    experiments = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
+    thesis = experiments.add_parser(
+        "rpsls-thesis",
+        help="the RPSLS thesis's tables with ours beside them, and an RPS round robin",
+        description="Rerun Bizjak (2020)'s experiments (100,000 rounds vs algorithms, 1,000,000 vs strings), "
+        "print each table with the thesis's figure and the difference, and write them as markdown.",
+    )
+    thesis.add_argument("--quick", action="store_true", help="short matches and few strings (about 10 s)")
+    thesis.add_argument("--out", default="docs/experiments/rpsls-thesis.md", help="markdown output path")
+    thesis.add_argument("--seed", type=int, default=2020, help="master seed")
+    thesis.add_argument("--only", choices=("thesis", "round-robin"), default=None, help="run only one part")
+    thesis.set_defaults(func=_run_rpsls_thesis)
