@@ -38,7 +38,10 @@ def bare_match() -> None:
 
 async def referee_match() -> None:
     game = load_game("rps", rounds=ROUNDS)
-    seats = [InProcessSeat(AlwaysRockBot(), SeatInfo(0, "rock")), InProcessSeat(RotateBot(), SeatInfo(1, "rotate"))]
+    seats = [
+        InProcessSeat(AlwaysRockBot(), SeatInfo(0, "rock")),
+        InProcessSeat(RotateBot(), SeatInfo(1, "rotate")),
+    ]
     await play_match(game, seats, seed="bench")
 
 

@@ -109,8 +109,10 @@ def main() -> None:
     t_ratio = statistics.median(t / b for t, b in zip(threads, bares, strict=True))
     i_ratio = statistics.median(i / b for i, b in zip(inlines, bares, strict=True))
     print(f"bare grpc.aio ping-pong        : {bare * 1e6:8.1f} us/round trip (median of {REPEATS})")
-    print(f"arena remote SDK bot (thread)  : {statistics.median(threads) * 1e6:8.1f} us/move  "
-          f"ratio {t_ratio:5.2f}x (target <= 1.3x)")
+    print(
+        f"arena remote SDK bot (thread)  : {statistics.median(threads) * 1e6:8.1f} us/move  "
+        f"ratio {t_ratio:5.2f}x (target <= 1.3x)"
+    )
     print(f"arena remote SDK bot (inline)  : {statistics.median(inlines) * 1e6:8.1f} us/move  ratio {i_ratio:5.2f}x")
 
     with socket.socket() as s:
@@ -118,9 +120,21 @@ def main() -> None:
         port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         server = subprocess.Popen(
-            [sys.executable, "-m", "arena_server.cli", "serve", "--port", str(port), "--host", "127.0.0.1",
-             "--db", os.path.join(tmp, "bench.db")],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            [
+                sys.executable,
+                "-m",
+                "arena_server.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--host",
+                "127.0.0.1",
+                "--db",
+                os.path.join(tmp, "bench.db"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         try:
             assert server.stdout is not None and "serving on" in server.stdout.readline()

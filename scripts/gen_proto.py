@@ -36,7 +36,9 @@ def generate(out_dir: Path) -> None:
     """Run protoc over every .proto under proto/arena/v1 into ``out_dir``."""
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PACKAGE_DIR.glob("*.proto"))
     cmd = [
-        sys.executable, "-m", "grpc_tools.protoc",
+        sys.executable,
+        "-m",
+        "grpc_tools.protoc",
         f"-I{PROTO_ROOT}",
         f"--python_out={out_dir}",
         f"--grpc_python_out={out_dir}",
@@ -67,12 +69,17 @@ def main() -> int:
         if args.check:
             current = {p.name: p for p in generated_files(PROTO_ROOT)}
             stale = sorted(
-                name for name in fresh.keys() | current.keys()
-                if name not in fresh or name not in current
+                name
+                for name in fresh.keys() | current.keys()
+                if name not in fresh
+                or name not in current
                 or not filecmp.cmp(fresh[name], current[name], shallow=False)
             )
             if stale:
-                print("generated proto code is stale: " + ", ".join(stale) + "; run `make proto`", file=sys.stderr)
+                print(
+                    "generated proto code is stale: " + ", ".join(stale) + "; run `make proto`",
+                    file=sys.stderr,
+                )
                 return 1
             print(f"generated proto code is current ({len(fresh)} files)")
             return 0

@@ -34,7 +34,9 @@ class HostedBot:
 _HOSTED: dict[str, HostedBot] = {}
 
 
-def hosted(name: str, games: tuple[str, ...], description: str) -> Callable[[Callable[[int], Bot]], Callable[[int], Bot]]:
+def hosted(
+    name: str, games: tuple[str, ...], description: str
+) -> Callable[[Callable[[int], Bot]], Callable[[int], Bot]]:
     """Decorator registering a factory ``f(seed) -> Bot`` under ``name``."""
 
     def register(factory: Callable[[int], Bot]) -> Callable[[int], Bot]:

@@ -47,7 +47,7 @@ class RotateBot(Bot):
         self.next = 0
 
     def act(self, turn: Turn) -> int:
-        signs = turn.observation.signs
+        signs: int = turn.observation.signs
         move = self.next % signs
         self.next = move + 1
         return move
@@ -77,7 +77,7 @@ class BeatLastBot(Bot):
         signs = turn.observation.signs
         if self.opponent_last is None:
             return self.rng.randrange(signs)
-        return self.rng.choice(counters(signs, self.opponent_last))
+        return int(self.rng.choice(counters(signs, self.opponent_last)))
 
 
 @hosted("random", ALL_GAMES, "uniformly random legal moves")

@@ -80,7 +80,16 @@ class ParamSpec:
         if self.type is bool:
             if isinstance(value, bool):
                 return value
-            if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            if isinstance(value, str) and value.lower() in (
+                "true",
+                "1",
+                "yes",
+                "on",
+                "false",
+                "0",
+                "no",
+                "off",
+            ):
                 return value.lower() in ("true", "1", "yes", "on")
             raise ParameterError(f"{where}={value!r} is not a boolean; use true or false")
         if self.type is int:

@@ -49,10 +49,7 @@ def payoff_table(signs: int) -> tuple[tuple[int, ...], ...]:
         for b in range(signs):
             if a == b:
                 continue
-            if signs == 5:
-                wins = b in _RPSLS_BEATS[a]
-            else:
-                wins = (a - b) % signs % 2 == 1
+            wins = b in _RPSLS_BEATS[a] if signs == 5 else (a - b) % signs % 2 == 1
             table[a][b] = 1 if wins else -1
     return tuple(tuple(row) for row in table)
 
@@ -188,7 +185,7 @@ class RpsGame(Game):
 class RpsState(State):
     """A match in progress: the round counter and each seat's wins."""
 
-    __slots__ = ("_round", "_wins", "_last")
+    __slots__ = ("_last", "_round", "_wins")
 
     game: RpsGame
 

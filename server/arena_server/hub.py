@@ -10,6 +10,7 @@ it starts and when it ends, and aborts every running match on shutdown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import secrets
 from collections.abc import AsyncIterator, Sequence
@@ -210,10 +211,9 @@ class Hub:
                 if session.busy.locked():
                     session.busy.release()
             if self.store is not None and record.termination is not None:
-                try:
+                # On failure the match stays 'running' in the store and is marked aborted at restart.
+                with contextlib.suppress(Exception):
                     await asyncio.shield(self.store.finish_match(record))
-                except Exception:
-                    pass  # the match stays 'running' in the store and is marked aborted at restart
             self.running.pop(record.match_id, None)
             for queue in running.watchers:
                 queue.put_nowait(("closed", None))
@@ -264,7 +264,7 @@ class Hub:
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         """Run a background task the hub keeps a reference to."""
-        task = asyncio.ensure_future(coro)
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

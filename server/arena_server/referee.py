@@ -294,7 +294,14 @@ class _Referee:
         params = dict(self.game.params)
         for seat_index, seat in enumerate(self.seats):
             match = MatchInfo(
-                record.match_id, self.game.name, params, seat_index, info, self.tc, record.seed_sha256, record.rated
+                record.match_id,
+                self.game.name,
+                params,
+                seat_index,
+                info,
+                self.tc,
+                record.seed_sha256,
+                record.rated,
             )
             try:
                 failure = await seat.start(match)
@@ -428,7 +435,11 @@ class _Referee:
         assert action is not None
         if not self.state.is_legal(seat_index, action):
             self.record.moves.add(seat_index, action, ans.elapsed, legal=False)
-            return seat_index, Termination.ILLEGAL_ACTION, f"{self._who(seat_index)}: {self._illegal(seat_index, action)}"
+            return (
+                seat_index,
+                Termination.ILLEGAL_ACTION,
+                f"{self._who(seat_index)}: {self._illegal(seat_index, action)}",
+            )
         return None
 
     def _who(self, seat_index: int) -> str:
@@ -489,7 +500,8 @@ class _Referee:
             if control.aborted:
                 for _, coro in waiting:
                     coro.close()
-                return await self._abort()
+                await self._abort()
+                return None
             control.waiter = asyncio.current_task()
             try:
                 if len(waiting) == 1:  # the common case: await it directly, no extra task
@@ -509,7 +521,8 @@ class _Referee:
                 task = asyncio.current_task()
                 if task is not None:
                     task.uncancel()
-                return await self._abort()
+                await self._abort()
+                return None
             except Exception as exc:
                 i = waiting[0][0]
                 answers[i] = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
@@ -551,9 +564,7 @@ class _Referee:
         shown = f"{action} ({label})" if label and not label.startswith("invalid") else str(action)
         return f"answered {shown}, which is not a legal action (legal: {describe_actions(legal)})"
 
-    async def _finish(
-        self, termination: Termination, offender: int | None, reason: str, forfeit: bool = True
-    ) -> None:
+    async def _finish(self, termination: Termination, offender: int | None, reason: str, forfeit: bool = True) -> None:
         record = self.record
         game = self.game
         record.termination = termination

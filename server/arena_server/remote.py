@@ -58,6 +58,7 @@ class RemoteSession:
         self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
         self._flushing = False
         self._flush_error: BaseException | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self.last_pong = time.monotonic()
 
     # -- writing ------------------------------------------------------------------------------------
@@ -87,7 +88,9 @@ class RemoteSession:
         if self._flushing:
             self._outbox.append(msg)
         else:
-            asyncio.ensure_future(self.send(msg))
+            task = asyncio.ensure_future(self.send(msg))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def error(self, code: int, message: str, match_id: str = "", turn_id: int = 0, fatal: bool = False) -> None:
         await self.send(
@@ -151,7 +154,12 @@ class RemoteSeat(Seat):
         self.match_id = match.match_id
         self.session.seat = self
         if self.session.closed.is_set():
-            return Answer(None, 0.0, Termination.DISCONNECT, f"was disconnected before the match: {self.session.close_reason}")
+            return Answer(
+                None,
+                0.0,
+                Termination.DISCONNECT,
+                f"was disconnected before the match: {self.session.close_reason}",
+            )
         await self.session.send(bs.ServerMessage(match_started=match_info_to_proto(match)))
         return None
 
@@ -179,7 +187,9 @@ class RemoteSeat(Seat):
         if not future.done():
             future.set_result(
                 Answer(
-                    None, time.perf_counter() - self._started, Termination.TIMEOUT,
+                    None,
+                    time.perf_counter() - self._started,
+                    Termination.TIMEOUT,
                     f"did not answer turn {turn_id} within {timeout:.3f}s",
                 )
             )

@@ -49,7 +49,10 @@ class InProcessSeat(Seat):
                 action = int(action)  # numpy integers and the like
             except (TypeError, ValueError):
                 return Answer(
-                    None, elapsed, Termination.PROTOCOL_ERROR, f"returned {action!r} from act, not an integer action"
+                    None,
+                    elapsed,
+                    Termination.PROTOCOL_ERROR,
+                    f"returned {action!r} from act, not an integer action",
                 )
         return Answer(action, elapsed)
 

@@ -243,7 +243,9 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             elif kind == "resign":
                 session.on_resign(msg.resign)
             else:
-                reason = f"sent {kind or 'an empty message'} after hello; only action, resign, pong and challenge are valid"
+                reason = (
+                    f"sent {kind or 'an empty message'} after hello; only action, resign, pong and challenge are valid"
+                )
                 session.protocol_violation(reason)
                 await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
                 session.mark_closed(reason)
@@ -272,7 +274,9 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             game = hub.resolve_game(ch.game, params_from_proto(ch.params))
             if ch.opponent == session.name:
                 raise HubError("bad_params", "a bot cannot challenge itself; name another opponent")
-            hub.check_bots(game, [ch.opponent] * game.num_players if game.num_players > 2 else [ch.opponent, ch.opponent])
+            hub.check_bots(
+                game, [ch.opponent] * game.num_players if game.num_players > 2 else [ch.opponent, ch.opponent]
+            )
             if session.games and game.name not in session.games:
                 raise HubError("unsupported_game", f"you said in hello that you play {', '.join(session.games)}")
             tc = time_control_from_proto(ch.time_control) if ch.HasField("time_control") else None
@@ -285,10 +289,8 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         for index in range(count):
             if session.closed.is_set() or hub.stopping:
                 return
-            if ch.HasField("seat") and ch.seat >= 0:
-                my_seat = ch.seat % game.num_players
-            else:
-                my_seat = index % game.num_players
+            fixed = ch.HasField("seat") and ch.seat >= 0
+            my_seat = ch.seat % game.num_players if fixed else index % game.num_players
             names = [ch.opponent] * game.num_players
             names[my_seat] = session.name
             try:
@@ -311,7 +313,11 @@ def list_games_proto() -> gp.ListGamesResponse:
     out = gp.ListGamesResponse()
     for name, cls in registered_games().items():
         info = out.games.add(
-            name=name, title=cls.title, rules=cls.rules, min_players=cls.min_players, max_players=cls.max_players
+            name=name,
+            title=cls.title,
+            rules=cls.rules,
+            min_players=cls.min_players,
+            max_players=cls.max_players,
         )
         for spec in cls.param_specs:
             p = info.params.add(name=spec.name, type=spec.type.__name__, description=spec.description)
@@ -338,7 +344,9 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
 
-    async def CreateMatch(self, request: mp.CreateMatchRequest, context: grpc.aio.ServicerContext) -> mp.CreateMatchResponse:  # type: ignore[override]
+    async def CreateMatch(
+        self, request: mp.CreateMatchRequest, context: grpc.aio.ServicerContext
+    ) -> mp.CreateMatchResponse:  # type: ignore[override]
         hub = self.hub
         try:
             game = hub.resolve_game(request.game, params_from_proto(request.params))
@@ -366,7 +374,9 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
             raise AssertionError("unreachable")
         return record_to_proto(record)
 
-    async def ListMatches(self, request: mp.ListMatchesRequest, context: grpc.aio.ServicerContext) -> mp.ListMatchesResponse:  # type: ignore[override]
+    async def ListMatches(
+        self, request: mp.ListMatchesRequest, context: grpc.aio.ServicerContext
+    ) -> mp.ListMatchesResponse:  # type: ignore[override]
         limit = request.limit or 20
         if not 1 <= limit <= 1000:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit={limit} is out of range; use 1..1000")
@@ -376,7 +386,9 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
                 out.matches.append(record_to_proto(record, with_moves=False))
         return out
 
-    async def WatchMatch(self, request: mp.WatchMatchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[mp.MatchEvent]:  # type: ignore[override]
+    async def WatchMatch(
+        self, request: mp.WatchMatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[mp.MatchEvent]:  # type: ignore[override]
         try:
             async for kind, payload in self.hub.watch(request.match_id):
                 if kind == "started":

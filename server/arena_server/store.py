@@ -137,15 +137,17 @@ def _time(text: str | None) -> datetime | None:
 
 def _tc_json(tc: TimeControl) -> str:
     return json.dumps(
-        {"per_move": tc.per_move.total_seconds(), "overage": tc.overage.total_seconds(), "grace": tc.grace.total_seconds()}
+        {
+            "per_move": tc.per_move.total_seconds(),
+            "overage": tc.overage.total_seconds(),
+            "grace": tc.grace.total_seconds(),
+        }
     )
 
 
 def _tc_from_json(text: str) -> TimeControl:
     d = json.loads(text)
-    return TimeControl(
-        timedelta(seconds=d["per_move"]), timedelta(seconds=d["overage"]), timedelta(seconds=d["grace"])
-    )
+    return TimeControl(timedelta(seconds=d["per_move"]), timedelta(seconds=d["overage"]), timedelta(seconds=d["grace"]))
 
 
 class Store:
@@ -217,7 +219,9 @@ class Store:
             await conn.execute("PRAGMA synchronous = NORMAL")
             for index in range(version, SCHEMA_VERSION):
                 # One script per migration, atomic: the schema and its version move together.
-                await conn.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[index]}\nPRAGMA user_version = {index + 1};\nCOMMIT;")
+                await conn.executescript(
+                    f"BEGIN IMMEDIATE;\n{MIGRATIONS[index]}\nPRAGMA user_version = {index + 1};\nCOMMIT;"
+                )
             cur = await conn.execute(
                 "UPDATE matches SET status = 'aborted', termination = ?, ended_at = ?, "
                 "reason = 'the server stopped before the match ended' WHERE status = 'running'",
@@ -302,7 +306,7 @@ class Store:
                 "ended_at = ?, move_count = ?, moves = ? WHERE id = ?",
                 (
                     status,
-                    int(record.termination),
+                    int(record.termination or Termination.ABORTED),
                     record.offender,
                     record.reason,
                     json.dumps(list(record.returns)),
@@ -340,9 +344,7 @@ class Store:
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         return await self._select_matches(where, tuple(args), False, limit)
 
-    async def _select_matches(
-        self, where: str, args: Sequence[Any], with_moves: bool, limit: int
-    ) -> list[MatchRecord]:
+    async def _select_matches(self, where: str, args: Sequence[Any], with_moves: bool, limit: int) -> list[MatchRecord]:
         moves_col = "m.moves" if with_moves else "NULL"
         sql = (
             "SELECT m.id, m.game, m.params, m.seed, m.seed_sha256, m.time_control, m.status, m.termination, "
@@ -365,7 +367,23 @@ class Store:
                 seats[mid].append(SeatInfo(seat, name, version, kind))
         out = []
         for r in rows:
-            (mid, game, params, seed, sha, tc, status, term, offender, reason, returns, rated, started, ended, moves) = r
+            (
+                mid,
+                game,
+                params,
+                seed,
+                sha,
+                tc,
+                _status,
+                term,
+                offender,
+                reason,
+                returns,
+                rated,
+                started,
+                ended,
+                moves,
+            ) = r
             record = MatchRecord(
                 match_id=str(mid),
                 game=load_game(game, **json.loads(params)),

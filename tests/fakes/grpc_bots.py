@@ -16,7 +16,9 @@ class RawBot:
     """A Play stream whose requests are raw bytes (so it can send garbage)."""
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
-        method = channel.stream_stream(PLAY, request_serializer=lambda b: b, response_deserializer=bs.ServerMessage.FromString)
+        method = channel.stream_stream(
+            PLAY, request_serializer=lambda b: b, response_deserializer=bs.ServerMessage.FromString
+        )
         self.call: Any = method()
 
     async def send(self, msg: bs.BotMessage | bytes) -> None:

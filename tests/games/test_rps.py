@@ -78,7 +78,7 @@ def test_parameter_validation(params: dict[str, object], message: str) -> None:
 
 
 def test_unknown_game_lists_games() -> None:
-    with pytest.raises(ParameterError, match="games are: .*rps"):
+    with pytest.raises(ParameterError, match=r"games are: .*rps"):
         load_game("chess")
 
 
@@ -104,7 +104,7 @@ def test_draw_band_classifies_small_margins_as_draws() -> None:
 
 def test_illegal_action_rejected_with_reason() -> None:
     state = load_game("rps").new_initial_state()
-    with pytest.raises(IllegalActionError, match="legal: 0..2"):
+    with pytest.raises(IllegalActionError, match=r"legal: 0\.\.2"):
         state.apply_actions([0, 3])
     assert state.history == []
 
@@ -121,7 +121,9 @@ def test_history_replay_and_clone() -> None:
     assert copy != state
 
 
-@pytest.mark.parametrize(("text", "action"), [("r", 0), ("Rock", 0), ("paper", 1), ("s", 2), ("lizard", 3), ("spock", 4), ("4", 4)])
+@pytest.mark.parametrize(
+    ("text", "action"), [("r", 0), ("Rock", 0), ("paper", 1), ("s", 2), ("lizard", 3), ("spock", 4), ("4", 4)]
+)
 def test_human_notation_rpsls(text: str, action: int) -> None:
     game = load_game("rps", signs=5)
     assert game.string_to_action(game.new_initial_state(), text) == action

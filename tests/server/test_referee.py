@@ -71,7 +71,7 @@ async def test_illegal_action_loses_with_reason() -> None:
     assert record.offender == 0
     assert "answered 7, which is not a legal action (legal: 0..2)" in record.reason
     assert record.returns == (-10.0, 10.0)
-    assert list(record.moves)[0][3] is False  # the illegal move is kept, marked illegal
+    assert next(iter(record.moves))[3] is False  # the illegal move is kept, marked illegal
 
 
 class Crasher(Bot):

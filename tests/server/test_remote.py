@@ -52,7 +52,9 @@ async def stored(live: LiveServer, match_id: str) -> object:
     raise AssertionError(f"match {match_id} was not finished in the store")
 
 
-async def start_raw_match(live: LiveServer, rounds: int = 100, name: str = "") -> tuple[RawBot, bs.MatchStarted, bs.Turn]:
+async def start_raw_match(
+    live: LiveServer, rounds: int = 100, name: str = ""
+) -> tuple[RawBot, bs.MatchStarted, bs.Turn]:
     raw = RawBot(live.channel())
     welcome = await raw.hello(name)
     assert welcome.WhichOneof("kind") == "welcome"
@@ -69,15 +71,29 @@ def test_sdk_bot_in_another_process_plays_hosted_bot(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "arena_server.cli", "serve", "--port", str(port), "--db", str(db), "--host", "127.0.0.1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "arena_server.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            str(db),
+            "--host",
+            "127.0.0.1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None
         line = server.stdout.readline()
         assert "serving on" in line, line + server.stderr.read() if server.stderr else line
         bot = tmp_path / "bot.py"
-        bot.write_text(textwrap.dedent(f"""
+        bot.write_text(
+            textwrap.dedent(f"""
             from arena_client import Bot, run
 
             class Paper(Bot):
@@ -87,7 +103,8 @@ def test_sdk_bot_in_another_process_plays_hosted_bot(tmp_path: Path) -> None:
 
             [result] = run(Paper(), "127.0.0.1:{port}", opponent="rock", game="rps")
             print(result.match_id, result.returns[0], result.termination.name)
-        """))
+        """)
+        )
         out = subprocess.run([sys.executable, str(bot)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         match_id, score, termination = out.stdout.split()
@@ -114,10 +131,14 @@ async def test_sdk_client_plays_several_matches_with_alternating_seats(live_serv
     assert [r.termination for r in results] == [Termination.NORMAL] * 3
     records = [await live_server.store.get_match(r.match_id) for r in results]
     assert [[s.bot_name for s in rec.seats] for rec in records] == [  # type: ignore[union-attr]
-        ["paper-bot", "rock"], ["rock", "paper-bot"], ["paper-bot", "rock"]
+        ["paper-bot", "rock"],
+        ["rock", "paper-bot"],
+        ["paper-bot", "rock"],
     ]
     # paper beats rock every round, whichever seat it sits in
-    assert [r.returns[rec.seats[0].bot_name != "paper-bot"] for r, rec in zip(results, records, strict=True)] == [20.0] * 3  # type: ignore[union-attr]
+    assert [r.returns[rec.seats[0].bot_name != "paper-bot"] for r, rec in zip(results, records, strict=True)] == [
+        20.0
+    ] * 3  # type: ignore[union-attr]
 
 
 async def test_session_is_scheduled_into_many_matches(live_server: LiveServer) -> None:
@@ -164,7 +185,7 @@ async def test_answering_a_turn_never_given_is_protocol_error(live_server: LiveS
 
 
 async def test_out_of_range_action_is_illegal(live_server: LiveServer) -> None:
-    raw, started, turn = await start_raw_match(live_server)
+    raw, _started, turn = await start_raw_match(live_server)
     await raw.answer(turn, 7)
     ended = (await raw.recv_kind("match_ended")).match_ended
     assert ended.termination == Termination.ILLEGAL_ACTION
@@ -326,11 +347,25 @@ def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "arena_server.cli", "serve", "--port", str(port), "--db", str(db), "--host", "127.0.0.1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "arena_server.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            str(db),
+            "--host",
+            "127.0.0.1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     bot = tmp_path / "slow.py"
-    bot.write_text(textwrap.dedent(f"""
+    bot.write_text(
+        textwrap.dedent(f"""
         import time
         from arena_client import Bot, run
         class Slow(Bot):
@@ -341,7 +376,8 @@ def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
             run(Slow(), "127.0.0.1:{port}", opponent="random", reconnect=False)
         except Exception as exc:
             print("client:", exc)
-    """))
+    """)
+    )
     try:
         assert server.stdout is not None and "serving on" in server.stdout.readline()
         client = subprocess.Popen([sys.executable, str(bot)], stdout=subprocess.PIPE, text=True)
@@ -369,14 +405,22 @@ def test_crash_recovery_marks_running_matches_aborted(tmp_path: Path) -> None:
     db = tmp_path / "arena.db"
 
     async def half_written() -> None:
-        from arena_server.referee import MatchRecord, new_seed, seed_hash
-        from arena_client import SeatInfo
         from datetime import UTC, datetime
+
+        from arena_client import SeatInfo
+        from arena_server.referee import MatchRecord, new_seed, seed_hash
 
         store = await Store.open(db)
         seed = new_seed()
-        record = MatchRecord("", load_game("rps"), (SeatInfo(0, "a"), SeatInfo(1, "b")), TimeControl(), seed,
-                             seed_hash(seed), datetime.now(UTC))
+        record = MatchRecord(
+            "",
+            load_game("rps"),
+            (SeatInfo(0, "a"), SeatInfo(1, "b")),
+            TimeControl(),
+            seed,
+            seed_hash(seed),
+            datetime.now(UTC),
+        )
         await store.start_match(record)
         await store.conn.close()  # no finish_match: as if the server died
 

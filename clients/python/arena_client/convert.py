@@ -17,14 +17,24 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
+
 from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import common_pb2 as common
 from arena.v1 import observations_pb2 as obs
-from arena_client.types import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, TimeControl, Turn, Update
+from arena_client.types import (
+    MatchInfo,
+    MatchResult,
+    PublicMove,
+    SeatInfo,
+    Termination,
+    TimeControl,
+    Turn,
+    Update,
+)
 from arena_games import ParamValue
 from arena_games.rps import RpsObservation
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.message import Message
 
 OBSERVATIONS: dict[str, tuple[type[Any], str]] = {"rps": (RpsObservation, "rps")}
 """game name -> (observation dataclass, field name in ``arena.v1.Observation``)."""
@@ -180,6 +190,7 @@ def observation_from_proto(msg: obs.Observation) -> Any:
 def _index_observations() -> None:
     for cls, fieldname in OBSERVATIONS.values():
         desc = obs.Observation.DESCRIPTOR.fields_by_name[fieldname].message_type
+        assert desc is not None
         _OBS_CLASS_BY_PROTO[desc.full_name] = cls
 
 

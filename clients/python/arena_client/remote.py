@@ -15,11 +15,11 @@ away the client reconnects with exponential back-off and carries on.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import random
 import traceback
 from collections.abc import Mapping
-import concurrent.futures
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -152,7 +152,12 @@ class Client:
                 self._executor.shutdown(wait=False)
 
     async def _session(
-        self, opponent: str | None, game: str | None, params: Mapping[str, ParamValue], matches: int, seat: int | None
+        self,
+        opponent: str | None,
+        game: str | None,
+        params: Mapping[str, ParamValue],
+        matches: int,
+        seat: int | None,
     ) -> None:
         bot = self.bot
         remaining = matches - len(self.results)
@@ -180,7 +185,9 @@ class Client:
                 log.info("arena: connected to %s as %s", self.target, self.assigned_name)
                 if opponent:
                     challenge = bs.Challenge(
-                        opponent=opponent, game=game or (bot.games[0] if bot.games else "rps"), matches=remaining
+                        opponent=opponent,
+                        game=game or (bot.games[0] if bot.games else "rps"),
+                        matches=remaining,
                     )
                     params_to_proto(params, challenge.params)
                     if seat is not None:
@@ -188,7 +195,11 @@ class Client:
                     await call.write(bs.BotMessage(challenge=challenge))
                 await self._serve(call, opponent is not None, matches)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL):
+                if exc.code() in (
+                    grpc.StatusCode.UNAVAILABLE,
+                    grpc.StatusCode.CANCELLED,
+                    grpc.StatusCode.INTERNAL,
+                ):
                     raise _Retry(f"{exc.code().name}: {exc.details()}") from None
                 raise ArenaError(f"{exc.code().name}: {exc.details()}") from None
             finally:
@@ -219,9 +230,13 @@ class Client:
                         action = bot.act(turn)
                 except Exception as exc:
                     log.error("arena: act raised:\n%s", traceback.format_exc())
-                    await call.write(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}")))
+                    await call.write(
+                        bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}"))
+                    )
                     continue
-                await call.write(bs.BotMessage(action=bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=int(action))))
+                await call.write(
+                    bs.BotMessage(action=bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=int(action)))
+                )
             elif kind == "update":
                 bot.on_update(update_from_proto(msg.update))
             elif kind == "match_started":

@@ -15,7 +15,11 @@ DEFAULT_ADDRESS = "localhost:50051"
 def add_game_arguments(parser: argparse.ArgumentParser, default_game: str | None = "rps") -> None:
     parser.add_argument("--game", "-g", default=default_game, help="game name (see `arena games`)")
     parser.add_argument(
-        "--param", "-p", action="append", default=[], metavar="NAME=VALUE",
+        "--param",
+        "-p",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
         help="game parameter, repeatable, e.g. -p signs=5 -p rounds=100",
     )
 

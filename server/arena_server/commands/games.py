@@ -24,8 +24,13 @@ def run(args: argparse.Namespace) -> int:
                 "title": cls.title,
                 "rules": cls.rules,
                 "params": [
-                    {"name": s.name, "type": s.type.__name__, "default": s.default, "range": s.range_text(),
-                     "description": s.description}
+                    {
+                        "name": s.name,
+                        "type": s.type.__name__,
+                        "default": s.default,
+                        "range": s.range_text(),
+                        "description": s.description,
+                    }
                     for s in cls.param_specs
                 ],
             }

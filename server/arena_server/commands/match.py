@@ -71,7 +71,10 @@ async def _local(args: argparse.Namespace, game: object, tc: object) -> int:
 
 def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
     request = mp.CreateMatchRequest(
-        game=args.game, bots=args.bots, seed=args.seed or "", wait=True,
+        game=args.game,
+        bots=args.bots,
+        seed=args.seed or "",
+        wait=True,
         time_control=time_control_to_proto(tc),  # type: ignore[arg-type]
     )
     params_to_proto(game.params, request.params)  # type: ignore[attr-defined]

@@ -48,7 +48,10 @@ async def _serve(host: str, port: int, db: str, tc: object) -> int:
         raise CliError(f"{exc}; is another server running? pick another --port") from None
     await server.start()
     if store.recovered_aborted:
-        print(f"arena: marked {store.recovered_aborted} unfinished match(es) from the last run as aborted", flush=True)
+        print(
+            f"arena: marked {store.recovered_aborted} unfinished match(es) from the last run as aborted",
+            flush=True,
+        )
     bots = ", ".join(sorted(hub.hosted))
     print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
     print("arena: press Ctrl-C to stop", flush=True)
