@@ -35,7 +35,6 @@ from typing import Any
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
-
 from arena_server.referee import Answer, Seat
 from arena_server.sandbox import (
     EXIT_REPORT,
@@ -121,9 +120,7 @@ class CappedLog:
         self.write(f"[arena] {text}\n".encode())
 
     def text(self) -> str:
-        middle = (
-            f"\n[arena] ... {self.dropped} bytes of stderr dropped ...\n".encode() if self.dropped else b""
-        )
+        middle = f"\n[arena] ... {self.dropped} bytes of stderr dropped ...\n".encode() if self.dropped else b""
         return (bytes(self.head) + middle + bytes(self.tail)).decode("utf-8", "replace")
 
     def last_line(self, skip_notes: bool = True, limit: int = 200) -> str:
@@ -192,7 +189,7 @@ class SubprocessSeat(Seat):
         self._tasks: list[asyncio.Task[None]] = []
         self._scratch: str | None = None
         self._hello_future: asyncio.Future[bs.Hello | Answer] | None = None
-        self._pending: tuple[int, asyncio.Future[tuple[int, float] | Answer]] | None = None
+        self._pending: tuple[int, asyncio.Future[tuple[int, float] | Answer | None]] | None = None
         self._failure: Answer | None = None
         self._match_id: str | None = None
         self._past_matches: set[str] = set()
@@ -250,7 +247,7 @@ class SubprocessSeat(Seat):
         if self._failure is not None:
             return self._failure
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[tuple[int, float] | Answer] = loop.create_future()
+        future: asyncio.Future[tuple[int, float] | Answer | None] = loop.create_future()
         self._pending = (turn.turn_id, future)
         self._latest_turn = turn.turn_id
         stderr_before = self.log.total
@@ -260,9 +257,14 @@ class SubprocessSeat(Seat):
         if self._failure is not None:
             self._pending = None
             return self._failure
+        # A timer handle is much cheaper per move than wait_for (no extra task per turn).
+        timer = loop.call_later(timeout, _expire, future)
         try:
-            result = await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError:
+            result = await future
+        finally:
+            timer.cancel()
+            self._pending = None
+        if result is _EXPIRED:
             elapsed = time.perf_counter() - sent
             self._pending = None
             reason = f"sent no Action for turn {turn.turn_id} within {timeout:.3g}s"
@@ -277,10 +279,9 @@ class SubprocessSeat(Seat):
             self._failure = failure
             await self._stop()
             return failure
-        finally:
-            self._pending = None
         if isinstance(result, Answer):
             return result
+        assert result is not None
         action, received = result
         return Answer(action, received - sent)
 
@@ -322,9 +323,7 @@ class SubprocessSeat(Seat):
         limits = program.limits
         isolation = await probe_isolation(limits)
         if limits.require_isolation and not isolation.network_isolated and not limits.network:
-            raise RuntimeError(
-                f"network isolation is required but not available here ({isolation.description})"
-            )
+            raise RuntimeError(f"network isolation is required but not available here ({isolation.description})")
         if self._scratch is None:
             self._scratch = tempfile.mkdtemp(prefix="arena-bot-")
         scratch = self._scratch
@@ -398,9 +397,7 @@ class SubprocessSeat(Seat):
         version = hello.protocol_version
         if version and version != PROTOCOL_VERSION:
             reason = f"speaks protocol {version!r}; this server speaks {PROTOCOL_VERSION!r}"
-            self._send(
-                bs.ServerMessage(error=bs.Error(code=bs.ERROR_CODE_VERSION, message=reason, fatal=True))
-            )
+            self._send(bs.ServerMessage(error=bs.Error(code=bs.ERROR_CODE_VERSION, message=reason, fatal=True)))
             self._failure = Answer(None, 0.0, Termination.PROTOCOL_ERROR, reason)
             return self._failure
         self.log.note(
@@ -433,8 +430,7 @@ class SubprocessSeat(Seat):
         if transport.get_write_buffer_size() > _STDIN_BACKLOG_LIMIT:
             self._fail(
                 Termination.PROTOCOL_ERROR,
-                f"does not read its stdin: more than {_STDIN_BACKLOG_LIMIT >> 20} MiB of messages "
-                "are waiting for it",
+                f"does not read its stdin: more than {_STDIN_BACKLOG_LIMIT >> 20} MiB of messages are waiting for it",
             )
 
     def _fail(self, termination: Termination, reason: str, error: bs.Error | None = None) -> None:
@@ -528,8 +524,7 @@ class SubprocessSeat(Seat):
                 bs.ServerMessage(
                     error=bs.Error(
                         code=bs.ERROR_CODE_BAD_MESSAGE,
-                        message="subprocess bots are seated by the server; "
-                        "Challenge is only for remote bots (ignored)",
+                        message="subprocess bots are seated by the server; Challenge is only for remote bots (ignored)",
                     )
                 )
             )
@@ -560,14 +555,10 @@ class SubprocessSeat(Seat):
         if pending is not None:
             expected = f"the turn it must answer is {pending[0]}"
         elif self._latest_turn:
-            expected = (
-                f"the latest turn it was given is {self._latest_turn} and no Turn is waiting for an answer"
-            )
+            expected = f"the latest turn it was given is {self._latest_turn} and no Turn is waiting for an answer"
         else:
             expected = "it has not been given any Turn yet in this match"
-        reason = (
-            f"answered turn {action.turn_id}, which it was never given ({expected}); answer only after a Turn"
-        )
+        reason = f"answered turn {action.turn_id}, which it was never given ({expected}); answer only after a Turn"
         self._fail(
             Termination.PROTOCOL_ERROR,
             reason,
@@ -658,8 +649,16 @@ class SubprocessSeat(Seat):
         self._tasks = []
 
 
+_EXPIRED = None
+"""The result a turn's future gets when its deadline passes."""
+
+
+def _expire(future: asyncio.Future[tuple[int, float] | Answer | None]) -> None:
+    if not future.done():
+        future.set_result(_EXPIRED)
+
+
 _HELLO_EXAMPLE = {
-    Framing.JSON: '{"hello": {"protocolVersion": "arena.v1", "name": "my-bot", "games": ["rps"]}} '
-    "on one line",
+    Framing.JSON: '{"hello": {"protocolVersion": "arena.v1", "name": "my-bot", "games": ["rps"]}} on one line',
     Framing.PROTO: "a varint length followed by a serialized arena.v1.BotMessage{hello: {...}}",
 }

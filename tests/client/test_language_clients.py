@@ -104,7 +104,7 @@ async def test_javascript_bot_plays_over_grpc(live_server: object) -> None:
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
     finally:
         if proc.returncode is None:
             proc.kill()
