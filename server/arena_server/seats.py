@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from arena_client import Bot, MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
+from arena_client import Bot, MatchInfo, MatchResult, PublicMove, Resign, SeatInfo, Termination, Turn, Update
 from arena_server.referee import Answer, Seat
 
 
@@ -41,6 +41,8 @@ class InProcessSeat(Seat):
             if update is not None and self.wants_updates:
                 bot.on_update(update)
             action = bot.act(turn)
+        except Resign as exc:
+            return Answer(None, time.perf_counter() - start, Termination.RESIGN, f"resigned: {exc}")
         except Exception as exc:
             return Answer(None, time.perf_counter() - start, Termination.CRASH, f"raised in act: {exc!r}")
         elapsed = time.perf_counter() - start

@@ -12,7 +12,7 @@ Example::
     run(Rock(), "localhost:50051", opponent="random", game="rps")
 """
 
-from arena_client.bot import Bot
+from arena_client.bot import Bot, Resign
 from arena_client.types import (
     MatchInfo,
     MatchResult,
@@ -29,6 +29,7 @@ __all__ = [
     "MatchInfo",
     "MatchResult",
     "PublicMove",
+    "Resign",
     "SeatInfo",
     "Termination",
     "TimeControl",

@@ -9,6 +9,10 @@ from __future__ import annotations
 from arena_client.types import MatchInfo, MatchResult, Turn, Update
 
 
+class Resign(Exception):
+    """Raise from :meth:`Bot.act` to resign the match; the message is recorded as the reason."""
+
+
 class Bot:
     """Subclass and implement :meth:`act`; the hooks are optional.
 

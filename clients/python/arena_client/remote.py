@@ -27,16 +27,17 @@ import grpc
 
 from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import bot_session_pb2_grpc as bs_grpc
-from arena_client.bot import Bot
+from arena_client.bot import Bot, Resign
 from arena_client.convert import (
     match_info_from_proto,
     moves_from_proto,
     params_to_proto,
     result_from_proto,
+    time_control_to_proto,
     turn_from_proto,
     update_from_proto,
 )
-from arena_client.types import MatchResult, Update
+from arena_client.types import MatchResult, TimeControl, Update
 from arena_games import ParamValue
 
 log = logging.getLogger("arena_client")
@@ -66,6 +67,7 @@ def run(
     name: str | None = None,
     token: str = "",
     seat: int | None = None,
+    time_control: TimeControl | None = None,
     reconnect: bool = True,
     max_backoff: float = 30.0,
     threaded: bool = True,
@@ -84,6 +86,7 @@ def run(
         name: Name to play under (default ``bot.name``; "" for a guest name).
         token: Secret token of a registered bot name.
         seat: Seat to take in challenge matches (default: alternate).
+        time_control: Ask for this clock in challenge matches (default: the server's).
         reconnect: Reconnect with exponential back-off when the server goes away.
         max_backoff: Longest wait between reconnection attempts, in seconds.
         threaded: Run ``act`` in a worker thread (keeps the stream responsive).
@@ -102,6 +105,7 @@ def run(
             params=params or {},
             matches=matches,
             seat=seat,
+            time_control=time_control,
             reconnect=reconnect,
             max_backoff=max_backoff,
         )
@@ -128,6 +132,7 @@ class Client:
         params: Mapping[str, ParamValue] | None = None,
         matches: int = 1,
         seat: int | None = None,
+        time_control: TimeControl | None = None,
         reconnect: bool = True,
         max_backoff: float = 30.0,
     ) -> list[MatchResult]:
@@ -136,7 +141,7 @@ class Client:
         try:
             while True:
                 try:
-                    await self._session(opponent, game, params or {}, matches, seat)
+                    await self._session(opponent, game, params or {}, matches, seat, time_control)
                     return self.results
                 except _Retry as exc:
                     if not reconnect:
@@ -158,6 +163,7 @@ class Client:
         params: Mapping[str, ParamValue],
         matches: int,
         seat: int | None,
+        time_control: TimeControl | None = None,
     ) -> None:
         bot = self.bot
         remaining = matches - len(self.results)
@@ -192,6 +198,8 @@ class Client:
                     params_to_proto(params, challenge.params)
                     if seat is not None:
                         challenge.seat = seat
+                    if time_control is not None:
+                        challenge.time_control.CopyFrom(time_control_to_proto(time_control))
                     await call.write(bs.BotMessage(challenge=challenge))
                 await self._serve(call, opponent is not None, matches)
             except grpc.aio.AioRpcError as exc:
@@ -228,6 +236,9 @@ class Client:
                             action = await asyncio.wrap_future(pending)
                     else:
                         action = bot.act(turn)
+                except Resign as exc:
+                    await call.write(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=str(exc))))
+                    continue
                 except Exception as exc:
                     log.error("arena: act raised:\n%s", traceback.format_exc())
                     await call.write(
