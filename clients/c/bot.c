@@ -90,6 +90,17 @@ static int contains(const int *values, int count, int value) {
 
 static int my_seat = 0;
 
+/* This bot's seat from a MatchStarted line: the "seat" key outside the "seats" list.
+ * (Keys inside an object may come in any order, so the list is skipped over.) */
+static int started_seat(char *line) {
+    char *list = strstr(line, "\"seats\":[");
+    if (list != NULL) {
+        char *end = strchr(list, ']');
+        for (char *p = list; end != NULL && p <= end; p++) *p = ' ';
+    }
+    return (int)int_field(line, "seat", 0); /* absent means the default, 0 */
+}
+
 static int choose_rps(const char *line, const int *legal, int nlegal) {
     int last[2];
     int signs = (int)int_field(line, "signs", 3);
@@ -139,10 +150,10 @@ int main(int argc, char **argv) {
     printf("{\"hello\":{\"protocolVersion\":\"arena.v1\",\"name\":\"c-bot\","
            "\"games\":[\"rps\",\"tic_tac_toe\"],\"client\":\"arena-c/1\"}}\n");
     fflush(stdout);
-    const char *line;
+    char *line;
     while ((line = read_line()) != NULL) {
         if (strncmp(line, "{\"matchStarted\"", 15) == 0) {
-            my_seat = (int)int_field(line, "seat", 0);
+            my_seat = started_seat(line);
         } else if (strncmp(line, "{\"turn\"", 7) == 0) {
             int nlegal = int_array(line, "legalActions", legal, MAX_ACTIONS);
             if (nlegal == 0) return 1;
