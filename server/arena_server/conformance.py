@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from google.protobuf import json_format
+
 from arena.v1 import bot_session_pb2 as bs
 from arena_bots.simple import RandomBot
 from arena_client import MatchInfo, SeatInfo, Termination, TimeControl
 from arena_games import Game, GameError, describe_actions, load_game, registered_games
-from google.protobuf import json_format
-
 from arena_server.referee import Seat, play_match
 from arena_server.seats import InProcessSeat
 from arena_server.stdio import Framing

@@ -24,9 +24,10 @@ import enum
 import json
 from typing import TypeVar
 
-from arena.v1 import bot_session_pb2 as bs
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
+
+from arena.v1 import bot_session_pb2 as bs
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 16
 """Largest message accepted from a bot (its messages are a few dozen bytes)."""

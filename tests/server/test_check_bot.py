@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from arena_server.commands import check_bot
 
+from arena_server.commands import check_bot
 from tests.server._stdio_helpers import FAKES, PLAIN_PYTHON_BOT, PYTHON
 
 

@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
+
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import PublicMove, Turn
 from arena_client.convert import turn_to_proto

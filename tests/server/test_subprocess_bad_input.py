@@ -17,7 +17,6 @@ from arena_server.referee import MatchRecord
 from arena_server.sandbox import Limits
 from arena_server.stdio import Framing
 from arena_server.subprocess_seat import BotProgram
-
 from tests.server._stdio_helpers import (
     bystander_program,
     fake,

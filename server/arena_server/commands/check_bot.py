@@ -9,7 +9,6 @@ from pathlib import Path
 
 from arena_client import TimeControl
 from arena_games import registered_games
-
 from arena_server.commands import CliError
 from arena_server.conformance import Finding, check_bot, format_finding, format_report, format_summary
 from arena_server.sandbox import Limits
