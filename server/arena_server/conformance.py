@@ -86,19 +86,14 @@ def _expected(seat: SubprocessSeat, failure: Termination | None) -> str:
 async def _probe_other_framing(program: BotProgram, game: Game) -> str:
     """When the Hello cannot be read, see whether the other framing works, to say so."""
     other = Framing.PROTO if program.framing is Framing.JSON else Framing.JSON
-    seat = SubprocessSeat(
-        dataclasses.replace(program, framing=other, startup_timeout=min(program.startup_timeout, 5))
-    )
+    seat = SubprocessSeat(dataclasses.replace(program, framing=other, startup_timeout=min(program.startup_timeout, 5)))
     info = MatchInfo("framing-probe", game.name, dict(game.params), 0, (seat.info,), DEFAULT_CHECK_CLOCK, "")
     try:
         failure = await seat.start(info)
     finally:
         await seat.close()
     if failure is None:
-        return (
-            f"with {other} framing its Hello reads fine: this bot speaks {other} framing "
-            f"(use --framing {other})"
-        )
+        return f"with {other} framing its Hello reads fine: this bot speaks {other} framing (use --framing {other})"
     return ""
 
 
@@ -190,9 +185,7 @@ async def check_bot(
     return report
 
 
-async def _play_scenario(
-    program: BotProgram, game: Game, seat_index: int, clock: TimeControl, seed: str
-) -> Finding:
+async def _play_scenario(program: BotProgram, game: Game, seat_index: int, clock: TimeControl, seed: str) -> Finding:
     scenario = f"{game.name} as seat {seat_index}"
     bot = SubprocessSeat(program, SeatInfo(seat_index, "bot-under-check", 1, "subprocess"))
     seats: list[Seat] = []

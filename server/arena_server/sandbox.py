@@ -33,9 +33,7 @@ EXIT_REPORT = "[arena] the bot was killed by signal"
 """Written to stderr by the PID-namespace init when the bot dies of a signal (see :data:`INIT_SHELL`)."""
 
 INIT_SHELL = (
-    '"$@"; status=$?; '
-    f'if [ "$status" -gt 128 ]; then echo "{EXIT_REPORT} $((status - 128))" >&2; fi; '
-    'exit "$status"'
+    f'"$@"; status=$?; if [ "$status" -gt 128 ]; then echo "{EXIT_REPORT} $((status - 128))" >&2; fi; exit "$status"'
 )
 """The first process of a bot's PID namespace: runs the bot as its child and reports a fatal signal.
 

@@ -150,8 +150,7 @@ def parse_payload(payload: bytes, framing: Framing, cls: type[M]) -> M:
         if not isinstance(data, dict):
             raise FrameError(
                 "invalid_json",
-                f"the line {_preview(payload, 80)} is JSON but not an object; "
-                f"expected an arena.v1.{name} object.",
+                f"the line {_preview(payload, 80)} is JSON but not an object; expected an arena.v1.{name} object.",
             )
         try:
             json_format.ParseDict(data, message)

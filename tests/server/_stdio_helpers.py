@@ -83,9 +83,7 @@ async def play_against_random(
     """One match of ``program`` (seat 0) against the random bot; the seat is closed afterwards."""
     seat = seat_for(program)
     try:
-        record = await play_match(
-            game or load_game("rps", rounds=5), [seat, random_seat()], tc, match_id=match_id
-        )
+        record = await play_match(game or load_game("rps", rounds=5), [seat, random_seat()], tc, match_id=match_id)
     finally:
         await seat.close()
     return record, seat

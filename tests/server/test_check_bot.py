@@ -59,17 +59,12 @@ def test_answering_out_of_turn(capsys: pytest.CaptureFixture[str]) -> None:
 def test_illegal_action(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run_check(capsys, "--cmd", f"{PYTHON} {FAKES / 'illegal.py'}", "-g", "tic_tac_toe")
     assert code == 1
-    assert (
-        "illegal action: seat 0 (bot-under-check): answered 99, which is not a legal action (legal: 0..8)"
-        in out
-    )
+    assert "illegal action: seat 0 (bot-under-check): answered 99, which is not a legal action (legal: 0..8)" in out
     assert '"action":99' in out
 
 
 def test_too_slow(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run_check(
-        capsys, "--cmd", f"{PYTHON} {FAKES / 'slow.py'} 3", "-g", "rps", "--per-move", "0.2"
-    )
+    code, out = run_check(capsys, "--cmd", f"{PYTHON} {FAKES / 'slow.py'} 3", "-g", "rps", "--per-move", "0.2")
     assert code == 1
     assert "timeout: seat 0 (bot-under-check) sent no Action for turn 1 within 0.7s" in out
     assert "with A one of 0..2, within the time budget" in out

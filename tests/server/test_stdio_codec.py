@@ -25,12 +25,8 @@ def stream_of(data: bytes, limit: int = 1 << 16) -> asyncio.StreamReader:
 def a_turn() -> bs.ServerMessage:
     state = load_game("rps", rounds=3).new_initial_state()
     state.apply_actions([0, 2])
-    turn = Turn(
-        "m1", 3, 0, state.observation(0), state.legal_actions(0), timedelta(seconds=1), timedelta(seconds=9)
-    )
-    return bs.ServerMessage(
-        turn=turn_to_proto(turn, [PublicMove(0, 0, "rock"), PublicMove(1, 2, "scissors")])
-    )
+    turn = Turn("m1", 3, 0, state.observation(0), state.legal_actions(0), timedelta(seconds=1), timedelta(seconds=9))
+    return bs.ServerMessage(turn=turn_to_proto(turn, [PublicMove(0, 0, "rock"), PublicMove(1, 2, "scissors")]))
 
 
 @pytest.mark.parametrize("framing", list(Framing))
@@ -70,9 +66,7 @@ def test_json_framing_is_one_canonical_object_per_line_with_defaults() -> None:
 
 
 def test_json_accepts_proto_field_names_and_blank_lines() -> None:
-    msg = parse_payload(
-        b'{"action": {"match_id": "m", "turn_id": 2, "action": 1}}', Framing.JSON, bs.BotMessage
-    )
+    msg = parse_payload(b'{"action": {"match_id": "m", "turn_id": 2, "action": 1}}', Framing.JSON, bs.BotMessage)
     assert msg.action.turn_id == 2
 
 
@@ -122,9 +116,7 @@ async def test_json_that_is_not_an_object() -> None:
 
 async def test_valid_message_of_the_wrong_kind() -> None:
     line = encode(a_turn(), Framing.JSON)
-    message = await expect_error(
-        line, Framing.JSON, "wrong_kind", "not an arena.v1.BotMessage", "hello, action"
-    )
+    message = await expect_error(line, Framing.JSON, "wrong_kind", "not an arena.v1.BotMessage", "hello, action")
     assert "turn" in message
 
 
@@ -133,9 +125,7 @@ async def test_empty_json_object() -> None:
 
 
 async def test_binary_garbage_in_proto_framing() -> None:
-    await expect_error(
-        bytes([9]) + b"\xff\xff" + bytes(range(7)), Framing.PROTO, "garbage", "could not decode"
-    )
+    await expect_error(bytes([9]) + b"\xff\xff" + bytes(range(7)), Framing.PROTO, "garbage", "could not decode")
 
 
 async def test_binary_garbage_in_json_framing() -> None:

@@ -34,9 +34,7 @@ async def judge(program: BotProgram, termination: Termination, *phrases: str) ->
     program = with_marker(program, bad_word)
     (record, seat), (other, _) = await asyncio.gather(
         play_against_random(program, match_id="bad"),
-        play_against_random(
-            with_marker(bystander_program(), good_word), load_game("rps", rounds=30), match_id="ok"
-        ),
+        play_against_random(with_marker(bystander_program(), good_word), load_game("rps", rounds=30), match_id="ok"),
     )
     assert record.termination == termination, (record.reason, seat.stderr_log())
     assert record.offender == 0

@@ -88,9 +88,7 @@ async def test_keep_alive_bot_plays_several_matches_in_one_process() -> None:
     seat = seat_for(fake("keep_alive"))
     try:
         for i in range(3):
-            record = await play_match(
-                load_game("rps", rounds=3), [seat, random_seat()], FAST, match_id=f"k{i}"
-            )
+            record = await play_match(load_game("rps", rounds=3), [seat, random_seat()], FAST, match_id=f"k{i}")
             assert record.termination == Termination.NORMAL, record.reason
             assert seat.running
         assert seat.stderr_log().count(" match 3") == 1
@@ -106,9 +104,7 @@ async def test_a_process_per_match_by_default() -> None:
     pids = []
     try:
         for i in range(2):
-            record = await play_match(
-                load_game("rps", rounds=2), [seat, random_seat()], FAST, match_id=f"p{i}"
-            )
+            record = await play_match(load_game("rps", rounds=2), [seat, random_seat()], FAST, match_id=f"p{i}")
             assert record.termination == Termination.NORMAL
             assert not seat.running
             pids.append(seat.stderr_log().count("stopped"))
@@ -151,10 +147,7 @@ async def test_a_second_answer_is_dropped_as_stale_and_the_bot_is_told() -> None
     assert record.termination == Termination.NORMAL, record.reason
     assert len(record.moves) == 8
     log = seat.stderr_log()
-    assert (
-        "server error: ERROR_CODE_STALE_TURN your Action for turn 1 was dropped: it was already answered"
-        in log
-    )
+    assert "server error: ERROR_CODE_STALE_TURN your Action for turn 1 was dropped: it was already answered" in log
 
 
 async def test_no_hello_is_a_protocol_error_saying_what_to_send() -> None:
@@ -165,9 +158,7 @@ async def test_no_hello_is_a_protocol_error_saying_what_to_send() -> None:
 
 
 async def test_silent_bot_times_out_at_start_up() -> None:
-    program = BotProgram(
-        [PYTHON, "-c", "import time; time.sleep(30)"], startup_timeout=0.5, limits=TEST_LIMITS
-    )
+    program = BotProgram([PYTHON, "-c", "import time; time.sleep(30)"], startup_timeout=0.5, limits=TEST_LIMITS)
     record, _ = await play_against_random(program)
     assert record.termination == Termination.TIMEOUT
     assert "sent no Hello within 0.5s of starting" in record.reason
@@ -182,9 +173,7 @@ async def test_hello_without_the_game_cannot_play_it() -> None:
 
 async def test_stderr_flood_does_not_block_and_the_log_is_capped() -> None:
     program = fake("stderr_flood", log_bytes=32 << 10)
-    record, seat = await play_against_random(
-        program, load_game("rps", rounds=3), TimeControl(timedelta(seconds=5))
-    )
+    record, seat = await play_against_random(program, load_game("rps", rounds=3), TimeControl(timedelta(seconds=5)))
     assert record.termination == Termination.NORMAL, record.reason
     log = seat.stderr_log()
     assert len(log) < 40_000
@@ -237,9 +226,7 @@ async def test_isolation_is_detected_and_no_network_when_available() -> None:
 
 
 async def test_resource_limits_reach_the_bot() -> None:
-    limits = Limits(
-        cpu_seconds=7, memory_bytes=300 << 20, processes=50, file_size_bytes=1 << 20, open_files=64
-    )
+    limits = Limits(cpu_seconds=7, memory_bytes=300 << 20, processes=50, file_size_bytes=1 << 20, open_files=64)
     code = (
         "import resource as r, sys\n"
         "for n in ('CPU', 'DATA', 'NPROC', 'FSIZE', 'NOFILE', 'CORE'):\n"

@@ -27,15 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "Exits with 1 when a check fails."
         ),
     )
-    p.add_argument(
-        "--cmd", required=True, help='the bot\'s command line, e.g. "python3 bot.py" (run with /bin/sh -c)'
-    )
-    p.add_argument(
-        "--framing", choices=[f.value for f in Framing], default="json", help="stdio framing (default json)"
-    )
-    p.add_argument(
-        "--dir", type=Path, default=None, help="working directory of the bot (default: a fresh empty one)"
-    )
+    p.add_argument("--cmd", required=True, help='the bot\'s command line, e.g. "python3 bot.py" (run with /bin/sh -c)')
+    p.add_argument("--framing", choices=[f.value for f in Framing], default="json", help="stdio framing (default json)")
+    p.add_argument("--dir", type=Path, default=None, help="working directory of the bot (default: a fresh empty one)")
     p.add_argument(
         "--game",
         "-g",
@@ -44,9 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="check only this game (repeatable; default: what it claims)",
     )
     p.add_argument("--per-move", type=float, default=2.0, metavar="SECONDS", help="time per move (default 2)")
-    p.add_argument(
-        "--startup-timeout", type=float, default=10.0, metavar="SECONDS", help="time to Hello (default 10)"
-    )
+    p.add_argument("--startup-timeout", type=float, default=10.0, metavar="SECONDS", help="time to Hello (default 10)")
     p.add_argument("--allow-network", action="store_true", help="do not cut the bot off the network")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the summary")
     p.set_defaults(func=run)
