@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import itertools
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from arena_bots import HostedBot
 from arena_client import PublicMove, SeatInfo, Termination, TimeControl
 from arena_games import Game, GameError, State, load_game
+from arena_server.ladder_store import rating_change
 from arena_server.referee import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match
 from arena_server.remote import RemoteSeat, RemoteSession
 from arena_server.seats import InProcessSeat
@@ -68,6 +69,7 @@ class Hub:
         self.stopping = False
         self._local_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._next_match: dict[str, list[asyncio.Future[str]]] = {}
 
     # -- names --------------------------------------------------------------------------------------
 
@@ -117,10 +119,12 @@ class Hub:
         time_control: TimeControl | None = None,
         seed: str | None = None,
         rated: bool = False,
+        on_queued: Callable[[str, int], Awaitable[None]] | None = None,
     ) -> RunningMatch:
         """Seat the named bots and start the match in the background.
 
-        Remote bots play one match at a time: this waits until each is free.
+        Remote bots play one match at a time: this waits until each is free,
+        calling ``on_queued(bot_name, position)`` first when it has to wait.
 
         Raises:
             HubError: unknown bot, a bot that does not play the game, wrong
@@ -142,7 +146,16 @@ class Hub:
                     session = self.sessions[name]
                     if session in locked:
                         raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
-                    await session.busy.acquire()
+                    if session.busy.locked():
+                        session.queued += 1
+                        try:
+                            if on_queued is not None:
+                                await on_queued(name, session.queued)
+                            await session.busy.acquire()
+                        finally:
+                            session.queued -= 1
+                    else:
+                        await session.busy.acquire()
                     locked.append(session)
                     seats.append(RemoteSeat(session, SeatInfo(index, name, 1, "remote")))
             record = MatchRecord(
@@ -169,7 +182,16 @@ class Hub:
         running = RunningMatch(record, MatchControl())
         self.running[record.match_id] = running
         running.task = asyncio.ensure_future(self._run(running, seats, locked))
+        for waiter in self._next_match.pop(game.name, []):
+            if not waiter.done():
+                waiter.set_result(record.match_id)
         return running
+
+    async def next_match(self, game: str) -> str:
+        """Wait for the next match of ``game`` to start; return its id."""
+        waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._next_match.setdefault(game, []).append(waiter)
+        return await waiter
 
     async def _run(self, running: RunningMatch, seats: list[Seat], locked: list[RemoteSession]) -> MatchRecord:
         record = running.record
@@ -213,7 +235,8 @@ class Hub:
             if self.store is not None and record.termination is not None:
                 # On failure the match stays 'running' in the store and is marked aborted at restart.
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self.store.finish_match(record))
+                    # Ladder (issue 5): a rated match and its rating change commit together.
+                    await asyncio.shield(self.store.finish_match(record, rating_change(record)))
             self.running.pop(record.match_id, None)
             for queue in running.watchers:
                 queue.put_nowait(("closed", None))

@@ -91,6 +91,67 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX seats_by_bot ON match_seats (bot_name, match_id);
     """,
+    # 2: ratings and the ladder (issue 5; see arena_server/ladder_store.py). Everything here is
+    # derived from matches and rebuilt by `arena ratings recompute`, except bot_status and tournaments.
+    """
+    CREATE TABLE rated_matches (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- the order rating changes were applied in
+        match_id INTEGER NOT NULL UNIQUE REFERENCES matches(id) ON DELETE CASCADE,
+        pool TEXT NOT NULL
+    );
+    CREATE TABLE rating_pools (
+        pool TEXT PRIMARY KEY,          -- game name plus its rating-relevant parameters
+        game TEXT NOT NULL,
+        method TEXT NOT NULL,           -- bradley-terry | plackett-luce
+        matches INTEGER NOT NULL DEFAULT 0,
+        dirty INTEGER NOT NULL DEFAULT 0,
+        fitted_at TEXT
+    );
+    CREATE TABLE ratings (
+        pool TEXT NOT NULL,
+        bot_name TEXT NOT NULL,
+        rating REAL NOT NULL DEFAULT 1500,
+        ci REAL NOT NULL DEFAULT 0,     -- half-width of the 95% interval, Elo points
+        mu REAL,                        -- Plackett-Luce pools only
+        sigma REAL,
+        games INTEGER NOT NULL DEFAULT 0,
+        wins INTEGER NOT NULL DEFAULT 0,
+        draws INTEGER NOT NULL DEFAULT 0,
+        losses INTEGER NOT NULL DEFAULT 0,
+        score REAL NOT NULL DEFAULT 0,
+        last_active TEXT,
+        PRIMARY KEY (pool, bot_name)
+    );
+    CREATE INDEX ratings_by_rating ON ratings (pool, rating DESC);
+    CREATE TABLE rating_pairs (
+        pool TEXT NOT NULL,
+        bot_a TEXT NOT NULL,            -- bot_a < bot_b
+        bot_b TEXT NOT NULL,
+        games INTEGER NOT NULL DEFAULT 0,
+        score_a REAL NOT NULL DEFAULT 0,
+        wins_a INTEGER NOT NULL DEFAULT 0,
+        draws INTEGER NOT NULL DEFAULT 0,
+        losses_a INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (pool, bot_a, bot_b)
+    );
+    CREATE TABLE bot_status (
+        bot_name TEXT PRIMARY KEY,
+        paused_version INTEGER NOT NULL,
+        paused_reason TEXT NOT NULL,
+        paused_at TEXT NOT NULL
+    );
+    CREATE TABLE tournaments (
+        id TEXT PRIMARY KEY,
+        spec TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE tournament_matches (
+        tournament_id TEXT NOT NULL REFERENCES tournaments(id) ON DELETE CASCADE,
+        slot INTEGER NOT NULL,
+        match_id INTEGER NOT NULL REFERENCES matches(id),
+        PRIMARY KEY (tournament_id, slot)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
