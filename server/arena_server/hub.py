@@ -201,10 +201,13 @@ class Hub:
                 moves, state = payload
                 running.public_moves.extend(moves)
                 running.last_state = state
+                if running.watchers:  # the spectator's view at this very moment, built once for all
+                    payload = (moves, state.observation(None))
             for queue in running.watchers:
                 queue.put_nowait((kind, payload))
 
         try:
+            await asyncio.sleep(0)  # let spectators already waiting for this match subscribe first
             done = await play_match(
                 record.game,
                 seats,
@@ -254,7 +257,7 @@ class Hub:
     # -- spectators ---------------------------------------------------------------------------------
 
     async def watch(self, match_id: str) -> AsyncIterator[tuple[str, Any]]:
-        """Yield ("started", record), ("moves", (moves, state))..., ("ended", record).
+        """Yield ("started", record), ("moves", (moves, spectator_observation))..., ("ended", record).
 
         Live matches stream public information only until the end. A stored
         match yields its header and its full record at once.
@@ -269,14 +272,19 @@ class Hub:
                 yield "ended", stored
             return
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        # Subscribe and take the catch-up in one step: later moves arrive through the queue only.
         running.watchers.append(queue)
+        caught_up = list(running.public_moves)
+        seen = running.last_state.observation(None) if running.last_state is not None else None
         try:
             yield "started", running.record
-            if running.public_moves and running.last_state is not None:
-                yield "moves", (list(running.public_moves), running.last_state)
+            if caught_up and seen is not None:
+                yield "moves", (caught_up, seen)
             while True:
                 kind, payload = await queue.get()
                 if kind == "closed":
+                    # Joined after the referee's "ended": the record is complete by now.
+                    yield "ended", running.record
                     return
                 yield kind, payload
                 if kind == "ended":

@@ -508,13 +508,7 @@ class _Referee:
                     i, coro = waiting[0]
                     answers[i] = await coro
                 else:
-                    results = await asyncio.gather(*(c for _, c in waiting), return_exceptions=True)
-                    for (i, _), result in zip(waiting, results, strict=True):
-                        answers[i] = (
-                            result
-                            if isinstance(result, Answer)
-                            else Answer(None, 0.0, Termination.CRASH, f"the seat failed: {result!r}")
-                        )
+                    await self._gather(waiting, answers)
             except asyncio.CancelledError:
                 if not control.aborted:
                     raise
@@ -530,6 +524,29 @@ class _Referee:
                 control.waiter = None
         return await self._judge(acting, answers)
 
+    async def _gather(
+        self, waiting: list[tuple[int, Coroutine[Any, Any, Answer]]], answers: list[Answer | None]
+    ) -> None:
+        """Await several seats at once; stop waiting as soon as one of them fails."""
+        tasks = {asyncio.ensure_future(coro): i for i, coro in waiting}
+        pending = set(tasks)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                failed = False
+                for task in done:
+                    try:
+                        answer = task.result()
+                    except Exception as exc:
+                        answer = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
+                    answers[tasks[task]] = answer
+                    failed = failed or answer.failure is not None
+                if failed:
+                    break  # the match is over; the others' answers no longer matter
+        finally:
+            for task in pending:
+                task.cancel()
+
     async def _abort(self) -> None:
         await self._finish(Termination.ABORTED, None, self.control.reason or "the match was aborted")
         return None
@@ -538,7 +555,8 @@ class _Referee:
         """Charge clocks and check legality; end the match on the first failure."""
         failures = []
         for seat_index, ans in zip(acting, answers, strict=True):
-            assert ans is not None
+            if ans is None:
+                continue  # not awaited to the end because another seat failed first
             failure = self._check(seat_index, ans, self.per_move, self.grace)
             if failure is not None:
                 failures.append(failure)

@@ -54,6 +54,8 @@ class RemoteSession:
         self.close_reason = ""
         self.busy = asyncio.Lock()
         """Held while the session is seated in a match (one match at a time)."""
+        self.queued = 0
+        """Matches waiting for this session to be free."""
         self.seat: RemoteSeat | None = None
         self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
         self._flushing = False

@@ -280,6 +280,16 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if session.games and game.name not in session.games:
                 raise HubError("unsupported_game", f"you said in hello that you play {', '.join(session.games)}")
             tc = time_control_from_proto(ch.time_control) if ch.HasField("time_control") else None
+            rated = False
+            if ch.rated:
+                opponent_guest = ch.opponent in hub.sessions and hub.sessions[ch.opponent].guest
+                if session.guest or opponent_guest:
+                    raise HubError(
+                        "bad_params",
+                        "rated games are only for registered bots on both sides; register your bot's name to get "
+                        "a token (or challenge without rated to play unrated)",
+                    )
+                rated = True
         except (HubError, ValueError) as exc:
             code = getattr(exc, "code", "bad_params")
             await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
@@ -293,8 +303,18 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             my_seat = ch.seat % game.num_players if fixed else index % game.num_players
             names = [ch.opponent] * game.num_players
             names[my_seat] = session.name
+
+            async def queued(name: str, position: int) -> None:
+                await status(
+                    bs.ChallengeStatus.STATE_QUEUED,
+                    queue_position=position,
+                    reason=f"{name} is playing another match; you are number {position} in its queue",
+                )
+
             try:
-                running: RunningMatch = await hub.start_match(game, names, tc, ch.seed or None, rated=False)
+                running: RunningMatch = await hub.start_match(
+                    game, names, tc, ch.seed or None, rated=rated, on_queued=queued
+                )
             except HubError as exc:
                 await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
                 return
@@ -389,16 +409,28 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
     async def WatchMatch(
         self, request: mp.WatchMatchRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[mp.MatchEvent]:  # type: ignore[override]
+        match_id = request.match_id
+        if not match_id:
+            if not request.game:
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, "give a match_id, or a game to follow its next match"
+                )
+            if request.game not in registered_games():
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"unknown game {request.game!r}; games are: {', '.join(registered_games())}",
+                )
+            match_id = await self.hub.next_match(request.game)
         try:
-            async for kind, payload in self.hub.watch(request.match_id):
+            async for kind, payload in self.hub.watch(match_id):
                 if kind == "started":
                     yield mp.MatchEvent(started=record_to_proto(payload, running=True, with_moves=False))
                 elif kind == "moves":
-                    moves, state = payload
+                    moves, seen = payload
                     yield mp.MatchEvent(
                         update=mp.SpectatorUpdate(
                             moves=[common.PublicMove(seat=m.seat, action=m.action, label=m.label) for m in moves],
-                            observation=observation_to_proto(state.observation(None)),
+                            observation=observation_to_proto(seen),
                         )
                     )
                 elif kind == "ended":

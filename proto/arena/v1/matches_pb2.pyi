@@ -344,15 +344,20 @@ class WatchMatchRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MATCH_ID_FIELD_NUMBER: _builtins.int
+    GAME_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """The match to follow."""
+    game: _builtins.str
+    """Instead of match_id: follow the next match of this game that starts."""
     def __init__(
         self,
         *,
         match_id: _builtins.str = ...,
+        game: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["game", b"game", "match_id", b"match_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -18,6 +18,8 @@ COMMAND_MODULES: list[str] = [
     "arena_server.commands.serve",
     "arena_server.commands.games",
     "arena_server.commands.match",
+    "arena_server.commands.play",
+    "arena_server.commands.watch",
     "arena_server.commands.experiment",
     "arena_server.commands.check_bot",
 ]
