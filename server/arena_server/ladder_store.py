@@ -86,9 +86,7 @@ def is_ratable(record: MatchRecord) -> bool:
     return record.rated and record.termination is not None and record.termination != Termination.ABORTED
 
 
-def match_effects(
-    game: Game, names: tuple[str, ...], returns: tuple[float, ...], ended_at: str
-) -> MatchEffects:
+def match_effects(game: Game, names: tuple[str, ...], returns: tuple[float, ...], ended_at: str) -> MatchEffects:
     """The pure rating effect of one finished rated match.
 
     Two seats: the game's ``outcome_scores`` (RPS applies its ``draw_band``).
@@ -102,8 +100,9 @@ def match_effects(
         scores = [float(s0), float(s1)]
         ranks = [1 if s >= 0.75 else 2 if s <= 0.25 else 1 for s in scores]
         seats = tuple(
-            SeatEffect(names[i], scores[i], int(scores[i] == 1.0), int(scores[i] == 0.5), int(scores[i] == 0.0),
-                       ranks[i])
+            SeatEffect(
+                names[i], scores[i], int(scores[i] == 1.0), int(scores[i] == 0.5), int(scores[i] == 0.0), ranks[i]
+            )
             for i in range(2)
         )
     else:
@@ -136,9 +135,7 @@ def rating_change(record: MatchRecord) -> Callable[[aiosqlite.Connection], Await
 
     async def apply(conn: aiosqlite.Connection) -> None:
         ended = (record.ended_at or datetime.now(UTC)).isoformat()
-        effects = match_effects(
-            record.game, tuple(s.bot_name for s in record.seats), tuple(record.returns), ended
-        )
+        effects = match_effects(record.game, tuple(s.bot_name for s in record.seats), tuple(record.returns), ended)
         await apply_effects(conn, int(record.match_id), effects)
 
     return apply
@@ -227,8 +224,7 @@ async def refit_pool(store: Any, pool: str) -> rt.Fit | None:
                 [(r, c, pool, n) for n, r, c in zip(fit.names, fit.ratings, fit.ci, strict=True)],
             )
             await conn.execute(
-                "UPDATE rating_pools SET dirty = CASE WHEN matches = ? THEN 0 ELSE 1 END, fitted_at = ? "
-                "WHERE pool = ?",
+                "UPDATE rating_pools SET dirty = CASE WHEN matches = ? THEN 0 ELSE 1 END, fitted_at = ? WHERE pool = ?",
                 (matches, datetime.now(UTC).isoformat(), pool),
             )
             await conn.execute("COMMIT")
@@ -513,4 +509,3 @@ async def pause_bot(store: Any, name: str, version: int, reason: str) -> None:
 async def unpause_bot(store: Any, name: str) -> None:
     async with store.write_lock:
         await store.conn.execute("DELETE FROM bot_status WHERE bot_name = ?", (name,))
-

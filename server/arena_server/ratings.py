@@ -89,16 +89,24 @@ def fit_bradley_terry(names: Sequence[str], pairs: Sequence[PairTotal], tol: flo
 
 
 def fit_arrays(
-    names: tuple[str, ...], ia: np.ndarray[Any, Any], ib: np.ndarray[Any, Any],
-    games: np.ndarray[Any, Any], score_a: np.ndarray[Any, Any], tol: float = 1e-10,
+    names: tuple[str, ...],
+    ia: np.ndarray[Any, Any],
+    ib: np.ndarray[Any, Any],
+    games: np.ndarray[Any, Any],
+    score_a: np.ndarray[Any, Any],
+    tol: float = 1e-10,
 ) -> Fit:
     """:func:`fit_bradley_terry` on index arrays (``names`` sorted, pairs with games > 0)."""
     return _newton(names, ia, ib, games, score_a, tol)
 
 
 def _newton(
-    names: tuple[str, ...], ia: np.ndarray[Any, Any], ib: np.ndarray[Any, Any],
-    n: np.ndarray[Any, Any], s: np.ndarray[Any, Any], tol: float,
+    names: tuple[str, ...],
+    ia: np.ndarray[Any, Any],
+    ib: np.ndarray[Any, Any],
+    n: np.ndarray[Any, Any],
+    s: np.ndarray[Any, Any],
+    tol: float,
 ) -> Fit:
     k = len(names)
     prior_precision = (ELO_PER_UNIT / PRIOR_SD_ELO) ** 2
@@ -114,7 +122,7 @@ def _newton(
         w = n * p * (1.0 - p)
         flat = np.bincount(flat_ab, w, k * k) + np.bincount(flat_ba, w, k * k)
         flat = -flat
-        flat[diag_flat] += np.bincount(ia, w, k) + np.bincount(ib, w, k) + prior_precision
+        flat[diag_flat] = flat[diag_flat] + np.bincount(ia, w, k) + np.bincount(ib, w, k) + prior_precision
         return flat.reshape(k, k), p
 
     for iterations in range(1, 101):  # noqa: B007 - the count is reported

@@ -34,6 +34,8 @@ from arena_client.convert import (
 from arena_games import CHANCE, registered_games
 from arena_server import __version__
 from arena_server.hub import Hub, HubError, RunningMatch
+from arena_server.ladder_service import SERVICE_NAME as LADDER_SERVICE_NAME
+from arena_server.ladder_service import add_to_server as add_ladder_service
 from arena_server.referee import MatchRecord
 from arena_server.remote import MAX_MESSAGE_BYTES, RemoteSession
 from arena_server.store import hash_token
@@ -443,6 +445,7 @@ SERVICE_NAMES = (
     bs.DESCRIPTOR.services_by_name["BotSessionService"].full_name,
     gp.DESCRIPTOR.services_by_name["GameService"].full_name,
     mp.DESCRIPTOR.services_by_name["MatchService"].full_name,
+    LADDER_SERVICE_NAME,  # issue 5
 )
 
 
@@ -461,6 +464,7 @@ async def build_server(hub: Hub, host: str = "127.0.0.1", port: int = 50051) -> 
     bs_grpc.add_BotSessionServiceServicer_to_server(BotSessionServicer(hub), server)
     gp_grpc.add_GameServiceServicer_to_server(GameServicer(), server)
     mp_grpc.add_MatchServiceServicer_to_server(MatchServicer(hub), server)
+    add_ladder_service(hub, server)  # issue 5: leaderboards, crosstables, replays
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for name in ("", *SERVICE_NAMES):

@@ -22,4 +22,5 @@ COMMAND_MODULES: list[str] = [
     "arena_server.commands.watch",
     "arena_server.commands.experiment",
     "arena_server.commands.check_bot",
+    "arena_server.commands.tournament",
 ]
