@@ -152,6 +152,37 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (tournament_id, slot)
     );
     """,
+    # 3: submitted bots (issue 4; see arena_server/bot_registry.py): a verdict per version, the capped
+    # stderr log of every subprocess seat, and what an author needs to fix a failure.
+    """
+    ALTER TABLE bot_versions ADD COLUMN status TEXT NOT NULL DEFAULT 'accepted';  -- accepted | rejected
+    ALTER TABLE bot_versions ADD COLUMN check_report TEXT NOT NULL DEFAULT '';   -- the self-check, as text
+    ALTER TABLE bot_versions ADD COLUMN games TEXT NOT NULL DEFAULT '[]';
+    CREATE TABLE match_logs (
+        match_id INTEGER NOT NULL REFERENCES matches(id) ON DELETE CASCADE,
+        seat INTEGER NOT NULL,
+        bot_name TEXT NOT NULL,
+        bot_version INTEGER NOT NULL,
+        log TEXT NOT NULL,              -- the seat's capped stderr log with the server's [arena] notes
+        PRIMARY KEY (match_id, seat)
+    );
+    CREATE TABLE bot_failures (
+        id INTEGER PRIMARY KEY,
+        match_id INTEGER NOT NULL REFERENCES matches(id) ON DELETE CASCADE,
+        seat INTEGER NOT NULL,
+        bot_name TEXT NOT NULL,
+        bot_version INTEGER NOT NULL,
+        kind TEXT NOT NULL,             -- subprocess | remote
+        termination INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        turn_id INTEGER NOT NULL DEFAULT 0,
+        received TEXT NOT NULL DEFAULT '',  -- the last message the bot had been sent (proto3 JSON)
+        sent TEXT NOT NULL DEFAULT '',      -- the last message the bot wrote (proto3 JSON)
+        stderr_tail TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX failures_by_bot ON bot_failures (bot_name, id);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
