@@ -167,10 +167,14 @@ class Ladder:
             if self._refitter is not None:
                 self._refitter.cancel()
 
-    async def stop(self) -> None:
-        """Stop scheduling; running matches are left to the hub's shutdown, then waited for."""
+    def halt(self) -> None:
+        """Stop scheduling new matches (running ones go on)."""
         self._stopping = True
         self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop scheduling; running matches are left to the hub's shutdown, then waited for."""
+        self.halt()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         if self.units:

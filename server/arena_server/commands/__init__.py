@@ -23,4 +23,6 @@ COMMAND_MODULES: list[str] = [
     "arena_server.commands.experiment",
     "arena_server.commands.check_bot",
     "arena_server.commands.tournament",
+    "arena_server.commands.ladder",
+    "arena_server.commands.replay",
 ]

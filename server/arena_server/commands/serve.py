@@ -10,7 +10,10 @@ import sys
 from arena_bots import hosted_bots
 from arena_server.commands import CliError
 from arena_server.commands.common import add_time_control_arguments, time_control_from_args
+from arena_server.commands.ladder import add_serve_arguments as add_ladder_arguments
+from arena_server.commands.ladder import ladder_config, start_ladder
 from arena_server.hub import Hub
+from arena_server.ladder import LadderConfig
 from arena_server.service import build_server
 from arena_server.store import Store, StoreError
 
@@ -25,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--port", type=int, default=50051, help="port to listen on (default 50051; 0 picks a free one)")
     p.add_argument("--db", default="arena.db", help="SQLite database file (default arena.db)")
     add_time_control_arguments(p)
+    add_ladder_arguments(p)  # issue 5
     p.set_defaults(func=run)
 
 
@@ -32,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is out of range; use 0..65535")
     tc = time_control_from_args(args)
-    return asyncio.run(_serve(args.host, args.port, args.db, tc))
+    return asyncio.run(_serve(args.host, args.port, args.db, tc, ladder_config(args)))
 
 
-async def _serve(host: str, port: int, db: str, tc: object) -> int:
+async def _serve(host: str, port: int, db: str, tc: object, ladder_cfg: LadderConfig | None = None) -> int:
     try:
         store = await Store.open(db)
     except StoreError as exc:
@@ -47,6 +51,7 @@ async def _serve(host: str, port: int, db: str, tc: object) -> int:
         await store.close()
         raise CliError(f"{exc}; is another server running? pick another --port") from None
     await server.start()
+    ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
     if store.recovered_aborted:
         print(
             f"arena: marked {store.recovered_aborted} unfinished match(es) from the last run as aborted",
@@ -61,7 +66,11 @@ async def _serve(host: str, port: int, db: str, tc: object) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("arena: shutting down; aborting running matches", file=sys.stderr, flush=True)
+    if ladder is not None:
+        ladder.halt()
     await hub.shutdown()
+    if ladder is not None:
+        await ladder.stop()
     await server.stop(grace=2)
     await store.close()
     print("arena: stopped", file=sys.stderr, flush=True)
