@@ -51,7 +51,6 @@ async def _serve(host: str, port: int, db: str, tc: object, ladder_cfg: LadderCo
         await store.close()
         raise CliError(f"{exc}; is another server running? pick another --port") from None
     await server.start()
-    ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
     if store.recovered_aborted:
         print(
             f"arena: marked {store.recovered_aborted} unfinished match(es) from the last run as aborted",
@@ -60,6 +59,7 @@ async def _serve(host: str, port: int, db: str, tc: object, ladder_cfg: LadderCo
     bots = ", ".join(sorted(hub.hosted))
     print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
     print("arena: press Ctrl-C to stop", flush=True)
+    ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
