@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+
 from arena_bots import hosted_bots
 from arena_client import MatchInfo, SeatInfo, TimeControl, Turn
 from arena_games.rps import RpsObservation
@@ -61,9 +62,7 @@ def main() -> int:
     parser.add_argument("--full", action="store_true", help="also time the full experiment")
     parser.add_argument("--skip-experiment", action="store_true")
     args = parser.parse_args()
-    names = (
-        args.bots.split(",") if args.bots else sorted(n for n, h in hosted_bots().items() if "rps" in h.games)
-    )
+    names = args.bots.split(",") if args.bots else sorted(n for n, h in hosted_bots().items() if "rps" in h.games)
     checkpoints = (1_000, 100_000)
     base = time_bot("rock", checkpoints, args.window)
     print(
@@ -73,9 +72,7 @@ def main() -> int:
     print(f"{'bot':22} {'us@1k':>8} {'us@100k':>8} {'dec/s@1k':>10} {'dec/s@100k':>11} {'x rock@100k':>12}")
     for name in names:
         t1, t2 = time_bot(name, checkpoints, args.window)
-        print(
-            f"{name:22} {t1 * 1e6:8.2f} {t2 * 1e6:8.2f} {1 / t1:10,.0f} {1 / t2:11,.0f} {t2 / base[1]:12.1f}"
-        )
+        print(f"{name:22} {t1 * 1e6:8.2f} {t2 * 1e6:8.2f} {1 / t1:10,.0f} {1 / t2:11,.0f} {t2 / base[1]:12.1f}")
     if not args.skip_experiment:
         from arena_bots.experiments import rpsls_thesis
 

@@ -51,12 +51,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from arena_client import Bot, MatchInfo, Turn
-from arena_games.rps import counters
 
 from arena_bots._kernels import mind_reader as K
 from arena_bots._kernels.rng import seed_state
 from arena_bots.registry import hosted
+from arena_client import Bot, MatchInfo, Turn
+from arena_games.rps import counters
 
 HOSTED_WINDOWS = (2, 3, 4, 5, 6, 8)
 MAX_WINDOW = 12
@@ -152,9 +152,7 @@ for _n in HOSTED_WINDOWS:
     def _factory(seed: int, n: int = _n) -> Bot:
         return MindReaderBot(n, seed)
 
-    hosted(f"mind-reader-{_n}", ("rps",), f"Shannon's mind reader over the last {_n} alternating moves")(
-        _factory
-    )
+    hosted(f"mind-reader-{_n}", ("rps",), f"Shannon's mind reader over the last {_n} alternating moves")(_factory)
 
 
 # --------------------------------------------------------------------------- profiles

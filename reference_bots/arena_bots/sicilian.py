@@ -34,12 +34,12 @@ decision time does not grow with the match length.
 from __future__ import annotations
 
 import numpy as np
-from arena_client import Bot, MatchInfo, Turn
-from arena_games.rps import beats
 
 from arena_bots._kernels import sicilian as K
 from arena_bots._kernels.rng import seed_state
 from arena_bots.registry import hosted
+from arena_client import Bot, MatchInfo, Turn
+from arena_games.rps import beats
 
 DECAYS = (0.5, 0.8, 0.95, 0.995)
 MAX_MATCH = 16

@@ -53,12 +53,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from arena_client import Bot, MatchInfo, Turn
-from arena_games.rps import counters, payoff_table
 
 from arena_bots._kernels import thesis as K
 from arena_bots._kernels.rng import seed_state
 from arena_bots.registry import hosted
+from arena_client import Bot, MatchInfo, Turn
+from arena_games.rps import counters, payoff_table
 
 KINDS = {
     "random": K.KIND_RANDOM,

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from arena_bots import hosted_bots
 from arena_bots.experiments.duel import duel
 from arena_bots.mind_reader import (

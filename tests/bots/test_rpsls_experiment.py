@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from arena_bots.experiments import rpsls_thesis
 
 

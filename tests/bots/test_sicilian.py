@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from arena_bots import hosted_bots
 from arena_bots.experiments.duel import duel
 from arena_bots.sicilian import SicilianBot, beat_cycle

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from arena_bots import hosted_bots
 from arena_bots import thesis_agents as T
 from arena_bots._kernels import thesis as K
 from arena_bots.experiments.duel import duel
 from arena_games.rps import counters
 
-LEARNERS = (
-    [f"markov-{r}" for r in range(1, 7)] + [f"mupn-{r}" for r in range(1, 7)] + ["supp", "mksu", "mkia"]
-)
+LEARNERS = [f"markov-{r}" for r in range(1, 7)] + [f"mupn-{r}" for r in range(1, 7)] + ["supp", "mksu", "mkia"]
 
 
 def hosted(name: str, seed: int):

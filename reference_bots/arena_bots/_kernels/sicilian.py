@@ -86,9 +86,7 @@ def _sym(hs: np.ndarray, ho: np.ndarray, which: int, i: int, s: int) -> int:
 
 
 @njit(cache=True)
-def _match(
-    IV: np.ndarray, hs: np.ndarray, ho: np.ndarray, which: int, table: np.ndarray, hashes: np.ndarray
-) -> int:
+def _match(IV: np.ndarray, hs: np.ndarray, ho: np.ndarray, which: int, table: np.ndarray, hashes: np.ndarray) -> int:
     """Most recent earlier position following the longest suffix match of one sequence (-1 if none).
 
     Also stores the current position under every suffix length (for later rounds).

@@ -160,10 +160,7 @@ def leaf_propose(H: np.ndarray, FP: np.ndarray, IS: np.ndarray, FS: np.ndarray, 
             m = rand_below(R, u, s)
         else:
             off = H[u, C_IOFF] + H[u, C_KEY] * s
-            if H[u, C_FLAG] != 0:
-                pred = _preprocessed_prediction(H, IS, R, u, off)
-            else:
-                pred = argmax_int(IS, off, s, R, u)
+            pred = _preprocessed_prediction(H, IS, R, u, off) if H[u, C_FLAG] != 0 else argmax_int(IS, off, s, R, u)
             m = counter_to(H, IS, R, u, pred)
     elif kind == KIND_MUPN:
         seen = IS[H[u, C_IOFF] + H[u, C_KEY]]
@@ -272,9 +269,7 @@ def oracle_pick(H: np.ndarray, IS: np.ndarray, R: np.ndarray, opp: int) -> int:
 
 
 @njit(cache=True)
-def agent_observe(
-    H: np.ndarray, FP: np.ndarray, IS: np.ndarray, FS: np.ndarray, R: np.ndarray, opp: int
-) -> None:
+def agent_observe(H: np.ndarray, FP: np.ndarray, IS: np.ndarray, FS: np.ndarray, R: np.ndarray, opp: int) -> None:
     """Learn from the round just played (every sub-agent learns, from its own proposal)."""
     kind = H[0, C_KIND]
     if kind != KIND_META and kind != KIND_ORACLE:
