@@ -20,11 +20,14 @@ from typing import Any
 from arena_bots import HostedBot
 from arena_client import PublicMove, SeatInfo, Termination, TimeControl
 from arena_games import Game, GameError, State, load_game
+from arena_server.bot_registry import BotRegistry, default_data_dir
+from arena_server.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
 from arena_server.ladder_store import rating_change
 from arena_server.referee import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match
-from arena_server.remote import RemoteSeat, RemoteSession
+from arena_server.remote import RemoteSession
 from arena_server.seats import InProcessSeat
 from arena_server.store import Store
+from arena_server.subprocess_seat import SubprocessSeat
 
 
 class HubError(Exception):
@@ -60,9 +63,14 @@ class Hub:
         store: Store | None,
         hosted: dict[str, HostedBot],
         default_time_control: TimeControl | None = None,
+        registry: BotRegistry | None = None,
     ) -> None:
         self.store = store
         self.hosted = hosted
+        # Issue 4: registered subprocess bots (a registry next to the database unless one is given).
+        if registry is None and store is not None and store.path != ":memory:":
+            registry = BotRegistry(store, default_data_dir(store.path), reserved=hosted.__contains__)
+        self.registry = registry
         self.default_time_control = default_time_control or TimeControl()
         self.sessions: dict[str, RemoteSession] = {}
         self.running: dict[str, RunningMatch] = {}
@@ -74,7 +82,8 @@ class Hub:
     # -- names --------------------------------------------------------------------------------------
 
     def bot_names(self) -> list[str]:
-        return sorted(set(self.hosted) | set(self.sessions))
+        programs = self.registry.programs if self.registry is not None else {}
+        return sorted(set(self.hosted) | set(self.sessions) | set(programs))
 
     def games_of(self, name: str) -> tuple[str, ...] | None:
         """The games a bot plays (empty: any), or None if no such bot is available."""
@@ -82,6 +91,8 @@ class Hub:
             return self.hosted[name].games
         if name in self.sessions:
             return self.sessions[name].games
+        if self.registry is not None and name in self.registry.programs:
+            return self.registry.programs[name].games
         return None
 
     def new_guest_name(self) -> str:
@@ -132,6 +143,8 @@ class Hub:
         """
         if self.stopping:
             raise HubError("stopping", "the server is shutting down; try again when it is back")
+        if self.registry is not None and any(self.games_of(n) is None for n in bot_names):
+            await self.registry.refresh()  # a bot added by `arena bot add` while the server runs
         self.check_bots(game, bot_names)
         seed = seed or new_seed()
         tc = time_control or self.default_time_control
@@ -142,6 +155,8 @@ class Hub:
                 if name in self.hosted:
                     bot = self.hosted[name].factory(bot_seed(seed, index))
                     seats.append(InProcessSeat(bot, SeatInfo(index, name, 1, "hosted")))
+                elif name not in self.sessions and self.registry is not None:
+                    seats.append(self.registry.seat(name, index))  # a live session under the name wins
                 else:
                     session = self.sessions[name]
                     if session in locked:
@@ -157,7 +172,7 @@ class Hub:
                     else:
                         await session.busy.acquire()
                     locked.append(session)
-                    seats.append(RemoteSeat(session, SeatInfo(index, name, 1, "remote")))
+                    seats.append(TurnRecordingRemoteSeat(session, SeatInfo(index, name, 1, "remote")))
             record = MatchRecord(
                 match_id="",
                 game=game,
@@ -178,6 +193,9 @@ class Hub:
         except BaseException:
             for session in locked:
                 session.busy.release()
+            for seat in seats:
+                if isinstance(seat, SubprocessSeat):
+                    await seat.close()
             raise
         running = RunningMatch(record, MatchControl())
         self.running[record.match_id] = running
@@ -239,7 +257,12 @@ class Hub:
                 # On failure the match stays 'running' in the store and is marked aborted at restart.
                 with contextlib.suppress(Exception):
                     # Ladder (issue 5): a rated match and its rating change commit together.
-                    await asyncio.shield(self.store.finish_match(record, rating_change(record)))
+                    hook = chain_hooks(rating_change(record), seat_outcomes(record, seats))  # + logs, failures
+                    await asyncio.shield(self.store.finish_match(record, hook))
+            for seat in seats:
+                if isinstance(seat, SubprocessSeat):
+                    with contextlib.suppress(Exception):
+                        await seat.close()
             self.running.pop(record.match_id, None)
             for queue in running.watchers:
                 queue.put_nowait(("closed", None))

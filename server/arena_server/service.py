@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection
 
 from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import bot_session_pb2_grpc as bs_grpc
+from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena.v1 import common_pb2 as common
 from arena.v1 import games_pb2 as gp
 from arena.v1 import games_pb2_grpc as gp_grpc
@@ -33,6 +34,8 @@ from arena_client.convert import (
 )
 from arena_games import CHANCE, registered_games
 from arena_server import __version__
+from arena_server.bot_service import SERVICE_NAME as BOT_SERVICE_NAME
+from arena_server.bot_service import BotServicer
 from arena_server.hub import Hub, HubError, RunningMatch
 from arena_server.ladder_service import SERVICE_NAME as LADDER_SERVICE_NAME
 from arena_server.ladder_service import add_to_server as add_ladder_service
@@ -446,6 +449,7 @@ SERVICE_NAMES = (
     gp.DESCRIPTOR.services_by_name["GameService"].full_name,
     mp.DESCRIPTOR.services_by_name["MatchService"].full_name,
     LADDER_SERVICE_NAME,  # issue 5
+    BOT_SERVICE_NAME,  # issue 4
 )
 
 
@@ -464,6 +468,7 @@ async def build_server(hub: Hub, host: str = "127.0.0.1", port: int = 50051) -> 
     bs_grpc.add_BotSessionServiceServicer_to_server(BotSessionServicer(hub), server)
     gp_grpc.add_GameServiceServicer_to_server(GameServicer(), server)
     mp_grpc.add_MatchServiceServicer_to_server(MatchServicer(hub), server)
+    bp_grpc.add_BotServiceServicer_to_server(BotServicer(hub), server)  # issue 4: bot_service.py
     add_ladder_service(hub, server)  # issue 5: leaderboards, crosstables, replays
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -22,6 +22,7 @@ COMMAND_MODULES: list[str] = [
     "arena_server.commands.watch",
     "arena_server.commands.experiment",
     "arena_server.commands.check_bot",
+    "arena_server.commands.bot",
     "arena_server.commands.tournament",
     "arena_server.commands.ladder",
     "arena_server.commands.replay",

@@ -8,6 +8,7 @@ import signal
 import sys
 
 from arena_bots import hosted_bots
+from arena_server.bot_registry import prepare_registry
 from arena_server.commands import CliError
 from arena_server.commands.common import add_time_control_arguments, time_control_from_args
 from arena_server.commands.ladder import add_serve_arguments as add_ladder_arguments
@@ -27,6 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=50051, help="port to listen on (default 50051; 0 picks a free one)")
     p.add_argument("--db", default="arena.db", help="SQLite database file (default arena.db)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="where submitted bots are stored (default: arena-data/ next to the database)",
+    )  # issue 4
     add_time_control_arguments(p)
     add_ladder_arguments(p)  # issue 5
     p.set_defaults(func=run)
@@ -36,15 +42,19 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is out of range; use 0..65535")
     tc = time_control_from_args(args)
-    return asyncio.run(_serve(args.host, args.port, args.db, tc, ladder_config(args)))
+    return asyncio.run(_serve(args.host, args.port, args.db, tc, ladder_config(args), data_dir=args.data_dir))
 
 
-async def _serve(host: str, port: int, db: str, tc: object, ladder_cfg: LadderConfig | None = None) -> int:
+async def _serve(
+    host: str, port: int, db: str, tc: object, ladder_cfg: LadderConfig | None = None, data_dir: str | None = None
+) -> int:
     try:
         store = await Store.open(db)
     except StoreError as exc:
         raise CliError(str(exc)) from None
     hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
+    if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
+        await prepare_registry(hub.registry, data_dir)
     try:
         server, bound = await build_server(hub, host, port)
     except OSError as exc:
