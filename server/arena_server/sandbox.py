@@ -155,10 +155,23 @@ def resolve_user(run_as: str | None) -> tuple[str, int, int] | None:
 _PROBES: dict[tuple[bool, str | None], Isolation] = {}
 
 
+def switch_user(argv: Sequence[str], user: tuple[str, int, int] | None) -> tuple[list[str], dict[str, object]]:
+    """Run ``argv`` as ``user``: through ``setpriv`` where it exists, else with Popen's ``user``/``group``.
+
+    ``setpriv`` keeps the parent's ``fork`` out of it: Popen can then use ``vfork``, which
+    runs no ``pthread_atfork`` handlers. That matters in the server, where gRPC's handlers
+    restart its threads in a forked child, and the child can crash before it execs.
+    """
+    if user is None:
+        return list(argv), {}
+    setpriv = shutil.which("setpriv", path=DEFAULT_PATH)
+    if setpriv:
+        return [setpriv, f"--reuid={user[1]}", f"--regid={user[2]}", "--clear-groups", "--", *argv], {}
+    return list(argv), {"user": user[1], "group": user[2], "extra_groups": []}
+
+
 async def _works(argv: Sequence[str], user: tuple[str, int, int] | None) -> bool:
-    kwargs: dict[str, object] = {}
-    if user is not None:
-        kwargs.update(user=user[1], group=user[2], extra_groups=[])
+    argv, kwargs = switch_user(argv, user)
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -269,8 +282,7 @@ def build_launch(
         preexec = limits.setrlimits
         how = "setrlimit"
     argv += list(command)
-    kwargs: dict[str, object] = {"start_new_session": True}
-    if isolation.user is not None:
-        kwargs.update(user=isolation.user[1], group=isolation.user[2], extra_groups=[])
+    argv, kwargs = switch_user(argv, isolation.user)
+    kwargs["start_new_session"] = True
     notes = (f"isolation: {isolation.description}", f"limits ({how}): {limits.describe()}")
     return LaunchSpec(tuple(argv), cwd, env, kwargs, preexec, notes)

@@ -84,7 +84,7 @@ def _zip_entries(archive: zipfile.ZipFile) -> list[_Entry]:
         elif stat.S_ISLNK(mode):
             target = archive.read(info).decode("utf-8", "replace")
             entries.append(_Entry(path, "symlink", 0, False, target))
-        elif mode and not stat.S_ISREG(mode):
+        elif stat.S_IFMT(mode) and not stat.S_ISREG(mode):  # no type bits: a plain file from most zip tools
             raise UploadError(f"the entry {info.filename!r} is not a regular file, directory or link")
         else:
             entries.append(
