@@ -226,7 +226,8 @@ class Hub:
 
         try:
             await asyncio.sleep(0)  # let spectators already waiting for this match subscribe first
-            done = await play_match(
+            # The referee fills in this very record, so it is complete before any seat hears the end.
+            await play_match(
                 record.game,
                 seats,
                 record.time_control,
@@ -235,15 +236,8 @@ class Hub:
                 running.control,
                 [listen],
                 record.rated,
+                record=record,
             )
-            # play_match builds its own record; carry over into ours.
-            record.termination = done.termination
-            record.offender = done.offender
-            record.reason = done.reason
-            record.returns = done.returns
-            record.moves = done.moves
-            record.ended_at = done.ended_at
-            record.started_at = done.started_at
         except BaseException as exc:
             record.termination = Termination.ABORTED
             record.reason = f"the server failed while running the match: {exc!r}"

@@ -154,7 +154,7 @@ class MatchRecord:
     def summary(self) -> str:
         """One line: who played, the returns and why it ended."""
         names = " vs ".join(s.bot_name for s in self.seats)
-        scores = " : ".join(f"{r:g}" for r in self.returns)
+        scores = " : ".join(f"{r + 0.0:g}" for r in self.returns)  # + 0.0 turns -0.0 into 0
         term = self.termination.label if self.termination else "running"
         return f"match {self.match_id} {self.game!r}: {names}  {scores}  ({term}: {self.reason})"
 
@@ -221,6 +221,7 @@ async def play_match(
     control: MatchControl | None = None,
     listeners: Sequence[MatchListener] = (),
     rated: bool = False,
+    record: MatchRecord | None = None,
 ) -> MatchRecord:
     """Run one match to its end and return the record. Never raises for bot misbehaviour.
 
@@ -233,22 +234,25 @@ async def play_match(
         control: Lets the caller abort the match.
         listeners: Spectator hooks (public information only until "ended").
         rated: Recorded and announced to the seats.
+        record: Fill in this record (its seed, id and clock win over the other
+            arguments) instead of creating one; lets a caller see the ending
+            before the seats are told.
     """
     if len(seats) != game.num_players:
         raise ValueError(f"{game.name} needs {game.num_players} seats, got {len(seats)}")
-    tc = time_control or TimeControl()
-    seed = new_seed() if seed is None else seed
-    record = MatchRecord(
-        match_id=match_id,
-        game=game,
-        seats=tuple(s.info for s in seats),
-        time_control=tc,
-        seed=seed,
-        seed_sha256=seed_hash(seed),
-        started_at=datetime.now(UTC),
-        rated=rated,
-    )
-    referee = _Referee(game, seats, tc, record, control or MatchControl(), listeners)
+    if record is None:
+        seed = new_seed() if seed is None else seed
+        record = MatchRecord(
+            match_id=match_id,
+            game=game,
+            seats=tuple(s.info for s in seats),
+            time_control=time_control or TimeControl(),
+            seed=seed,
+            seed_sha256=seed_hash(seed),
+            started_at=datetime.now(UTC),
+            rated=rated,
+        )
+    referee = _Referee(game, seats, record.time_control, record, control or MatchControl(), listeners)
     await referee.run()
     return record
 
@@ -308,7 +312,7 @@ class _Referee:
             except Exception as exc:  # a seat that cannot start loses, whatever went wrong
                 failure = Answer(None, 0.0, Termination.CRASH, f"could not start: {exc}")
             if failure is not None and failure.failure is not None:
-                await self._finish(failure.failure, seat_index, failure.reason)
+                await self._finish(failure.failure, seat_index, f"{self._who(seat_index)} {failure.reason}")
                 return
         try:
             await self._loop()

@@ -392,7 +392,7 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
     async def GetMatch(self, request: mp.GetMatchRequest, context: grpc.aio.ServicerContext) -> mp.MatchRecord:  # type: ignore[override]
         running = self.hub.running.get(request.match_id)
         if running is not None:
-            return record_to_proto(running.record, running=True)
+            return record_to_proto(running.record, running=running.record.termination is None)
         record = await self.hub.store.get_match(request.match_id) if self.hub.store is not None else None
         if record is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no match with id {request.match_id!r}")

@@ -22,6 +22,9 @@ FAKES = ROOT / "tests" / "fakes"
 PLAIN_PYTHON_BOT = ROOT / "clients" / "plain_python" / "bot.py"
 PYTHON = "python3"  # the system interpreter: bots may run as an unprivileged user
 FAST = TimeControl(timedelta(seconds=0.5), timedelta(0), timedelta(seconds=0.1))
+"""A tight clock, for tests whose bot is expected to run out of time."""
+RELAXED = TimeControl(timedelta(seconds=0.5), timedelta(seconds=20), timedelta(seconds=0.1))
+"""The default: an overage bank so that a loaded machine never fails a well-behaved bot."""
 TEST_LIMITS = Limits(cpu_seconds=60, memory_bytes=256 << 20)
 
 
@@ -78,7 +81,7 @@ def random_seat(seat: int = 1) -> InProcessSeat:
 
 
 async def play_against_random(
-    program: BotProgram, game: Game | None = None, tc: TimeControl = FAST, match_id: str = "m1"
+    program: BotProgram, game: Game | None = None, tc: TimeControl = RELAXED, match_id: str = "m1"
 ) -> tuple[MatchRecord, SubprocessSeat]:
     """One match of ``program`` (seat 0) against the random bot; the seat is closed afterwards."""
     seat = seat_for(program)

@@ -373,7 +373,7 @@ def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
                 time.sleep(0.05)
                 return 0
         try:
-            run(Slow(), "127.0.0.1:{port}", opponent="random", reconnect=False)
+            run(Slow(), "127.0.0.1:{port}", opponent="random", reconnect=False, name="slow-bot")
         except Exception as exc:
             print("client:", exc)
     """)
@@ -386,7 +386,10 @@ def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
 
         for _ in range(100):
             with sqlite3.connect(db) as conn:
-                if conn.execute("SELECT COUNT(*) FROM matches WHERE status = 'running'").fetchone()[0]:
+                if conn.execute(
+                    "SELECT COUNT(*) FROM matches m JOIN match_seats s ON s.match_id = m.id "
+                    "WHERE m.status = 'running' AND s.bot_name = 'slow-bot'"
+                ).fetchone()[0]:
                     break
             time.sleep(0.1)
         server.send_signal(2)  # SIGINT
@@ -397,8 +400,13 @@ def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
             server.kill()
         server.communicate(timeout=30)
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT status, termination, reason FROM matches").fetchall()
+        rows = conn.execute(
+            "SELECT m.status, m.termination, m.reason FROM matches m JOIN match_seats s ON s.match_id = m.id "
+            "WHERE s.bot_name = 'slow-bot'"
+        ).fetchall()
+        running = conn.execute("SELECT COUNT(*) FROM matches WHERE status = 'running'").fetchone()[0]
     assert rows == [("aborted", int(Termination.ABORTED), "the server is shutting down")]
+    assert running == 0  # every match, ladder ones included, was closed properly
 
 
 def test_crash_recovery_marks_running_matches_aborted(tmp_path: Path) -> None:

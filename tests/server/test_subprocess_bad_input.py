@@ -18,6 +18,7 @@ from arena_server.sandbox import Limits
 from arena_server.stdio import Framing
 from arena_server.subprocess_seat import BotProgram
 from tests.server._stdio_helpers import (
+    FAST,
     bystander_program,
     fake,
     marker,
@@ -33,7 +34,7 @@ async def judge(program: BotProgram, termination: Termination, *phrases: str) ->
     bad_word, good_word = marker(), marker()
     program = with_marker(program, bad_word)
     (record, seat), (other, _) = await asyncio.gather(
-        play_against_random(program, match_id="bad"),
+        play_against_random(program, tc=FAST, match_id="bad"),
         play_against_random(with_marker(bystander_program(), good_word), load_game("rps", rounds=30), match_id="ok"),
     )
     assert record.termination == termination, (record.reason, seat.stderr_log())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -115,7 +116,7 @@ async def test_a_process_per_match_by_default() -> None:
 
 async def test_slow_bot_loses_on_time_and_is_killed() -> None:
     word = marker()
-    record, _ = await play_against_random(fake("slow", "5", word))
+    record, _ = await play_against_random(fake("slow", "5", word), tc=FAST)
     assert record.termination == Termination.TIMEOUT
     assert record.offender == 0
     assert "sent no Action for turn 1 within 0.6s" in record.reason
@@ -199,10 +200,16 @@ async def test_shell_command_lines_and_environment_are_scrubbed(tmp_path: Path) 
 
 async def test_isolation_is_detected_and_no_network_when_available() -> None:
     isolation = await probe_isolation(TEST_LIMITS)
+    # Proof that stays on this machine: the test listens on the host's loopback; a bot in its own
+    # network namespace has a separate (down) loopback and cannot reach it.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
     code = (
         "import socket, sys\n"
         "try:\n"
-        "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
         "    print('network: reachable', file=sys.stderr)\n"
         "except OSError as exc:\n"
         "    print('network: blocked', exc, file=sys.stderr)\n"
@@ -215,7 +222,10 @@ async def test_isolation_is_detected_and_no_network_when_available() -> None:
         "        print(json.dumps({'action': a}), flush=True)\n"
         "    if 'matchEnded' in line: break\n"
     )
-    record, seat = await play_against_random(BotProgram([PYTHON, "-c", code], limits=TEST_LIMITS), tc=FAST)
+    try:
+        record, seat = await play_against_random(BotProgram([PYTHON, "-c", code], limits=TEST_LIMITS))
+    finally:
+        listener.close()
     assert record.termination == Termination.NORMAL, record.reason
     log = seat.stderr_log()
     assert f"[arena] isolation: {isolation.description}" in log
