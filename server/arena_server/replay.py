@@ -265,7 +265,7 @@ async def feed(
         if proc.stdin is not None and not proc.stdin.is_closing():
             proc.stdin.close()
         try:
-            await asyncio.wait_for(proc.wait(), 2.0)
+            await asyncio.wait_for(proc.wait(), timeout)
         except TimeoutError:
             proc.kill()
             await proc.wait()

@@ -1,0 +1,1 @@
+"""Tests of the ladder: ratings, scheduling, tournaments, replays (issue 5)."""

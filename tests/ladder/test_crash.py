@@ -1,0 +1,156 @@
+"""SIGKILL the real server in the middle of a busy ladder: every finished match is rated exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(db: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "arena_server.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+            "--db",
+            str(db),
+            "--ladder-game",
+            "rps:rounds=300",
+            "--ladder-game",
+            "rps:signs=5,rounds=200",
+            "--ladder-bots",
+            "rock,rotate,beat-last,random,markov-1",
+            "--concurrency",
+            "4",
+            "--per-bot",
+            "2",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = []
+    for _ in range(3):
+        lines.append(proc.stdout.readline())
+        if "serving on" in lines[-1]:
+            return proc
+    raise AssertionError(f"server did not start: {lines} {close(proc)}")
+
+
+def close(proc: subprocess.Popen[str]) -> str:
+    """Reap the process and close its pipes; return what it wrote on stderr."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    err = proc.stderr.read() if proc.stderr else ""
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    return err
+
+
+def query(db: Path, sql: str) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return int(conn.execute(sql).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def wait_for(db: Path, sql: str, at_least: int, timeout: float = 40.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if query(db, sql) >= at_least:
+                return
+        except sqlite3.OperationalError:
+            pass  # the schema is not there yet
+        time.sleep(0.05)
+    raise AssertionError(f"{sql} stayed below {at_least}")
+
+
+FINISHED_RATED = "SELECT COUNT(*) FROM matches WHERE rated = 1 AND status = 'finished'"
+RATED_ROWS = "SELECT COUNT(*) FROM rated_matches"
+RUNNING = "SELECT COUNT(*) FROM matches WHERE status = 'running'"
+
+
+def check_rated_exactly_once(db: Path) -> int:
+    finished = query(db, FINISHED_RATED)
+    assert query(db, RATED_ROWS) == finished
+    assert query(db, "SELECT COUNT(DISTINCT match_id) FROM rated_matches") == finished
+    assert (
+        query(
+            db,
+            "SELECT COUNT(*) FROM rated_matches r JOIN matches m ON m.id = r.match_id "
+            "WHERE m.status != 'finished' OR m.rated = 0",
+        )
+        == 0
+    )
+    assert query(db, "SELECT SUM(games) FROM ratings") == 2 * finished
+    assert query(db, "SELECT SUM(games) FROM rating_pairs") == finished
+    return finished
+
+
+def test_sigkill_mid_ladder_then_restart(tmp_path: Path) -> None:
+    db = tmp_path / "arena.db"
+    server = serve(db)
+    try:
+        wait_for(db, FINISHED_RATED, 40)
+        wait_for(db, RUNNING, 1)  # matches in flight at the moment of the kill
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(10)
+    finally:
+        close(server)
+    assert query(db, RUNNING) >= 1  # left running by the crash
+    before = check_rated_exactly_once(db)
+    server = serve(db)
+    try:
+        assert server.stdout is not None
+        wait_for(db, FINISHED_RATED, before + 20)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(30) == 0
+    finally:
+        err = close(server)
+    assert "stopped" in err, err
+    assert query(db, RUNNING) == 0
+    assert (
+        query(
+            db,
+            "SELECT COUNT(*) FROM matches WHERE status = 'aborted' "
+            "AND reason = 'the server stopped before the match ended'",
+        )
+        >= 1
+    )
+    after = check_rated_exactly_once(db)
+    assert after >= before + 20
+    check = subprocess.run(
+        [sys.executable, "-m", "arena_server.cli", "ratings", "recompute", "--db", str(db), "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stderr
+    assert "the stored ratings equal the recomputed ones" in check.stdout
+    assert f"recomputed {after} rated matches in 2 pool(s)" in check.stdout
