@@ -138,6 +138,7 @@ class Ladder:
         self._turn = 0
         self._task: asyncio.Task[None] | None = None
         self._refitter: asyncio.Task[None] | None = None
+        self._loaded_pairs = False
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -201,9 +202,10 @@ class Ladder:
                 info = pool.bots.setdefault(row.bot, _BotInfo())
                 info.rating, info.ci = row.rating, row.ci
                 info.games = max(info.games, row.games)
-            for pair in await ls.load_pairs(conn, pool.key):
-                key = (pair.a, pair.b)
-                pool.pair_games[key] = max(pool.pair_games.get(key, 0), pair.games)
+            if not self._loaded_pairs:  # afterwards the ladder counts its own matches
+                for pair in await ls.load_pairs(conn, pool.key):
+                    pool.pair_games[(pair.a, pair.b)] = pair.games
+        self._loaded_pairs = True
 
     # -- matchmaking ------------------------------------------------------------------------------
 

@@ -249,3 +249,35 @@ async def test_rerunning_a_stored_seed_reproduces_the_match_move_for_move(
     assert replayed is not None
     assert replayed.moves.history() == stored.moves.history() and len(stored.moves) >= 5
     assert replayed.returns == stored.returns
+
+
+async def test_matchmaking_new_bots_first_then_close_ratings_with_every_pair_reachable(
+    live_server: LiveServer,
+) -> None:
+    names = ("rock", "rotate", "beat-last", "random")
+    ladder = Ladder(live_server.hub, LadderConfig([load_game("rps")], seed=11, bots=names))
+    pool = ladder.pools[0]
+    from arena_server.ladder import _BotInfo
+
+    pool.bots.update(
+        {
+            "rock": _BotInfo(1100.0, 30.0, 500),
+            "rotate": _BotInfo(1480.0, 30.0, 500),
+            "beat-last": _BotInfo(1520.0, 30.0, 500),
+            "random": _BotInfo(1500.0, 1960.0, 0),  # new
+        }
+    )
+    for _ in range(20):
+        group = ladder._pick_in(pool)
+        assert group is not None and "random" in group
+    pool.bots["random"] = _BotInfo(1500.0, 30.0, 500)  # settled
+    counts: dict[frozenset[str], int] = {}
+    for _ in range(3000):
+        group = ladder._pick_in(pool)
+        assert group is not None
+        key = frozenset(group)
+        counts[key] = counts.get(key, 0) + 1
+    assert len(counts) == 6  # every pair, even 1100 against 1520
+    close = counts[frozenset(("rotate", "beat-last"))]
+    far = counts[frozenset(("rock", "beat-last"))]
+    assert close > 2 * far > 0  # rock (far from everyone) still plays, mostly its nearest

@@ -1,0 +1,223 @@
+"""Ladder throughput, rating refit time and leaderboard query time.
+
+1. Ladder matches per second: the real scheduler, hub and SQLite store (a temp
+   file) with in-process reference bots (rock, rotate, beat-last, random,
+   registered under many names), 100-round RPS. Concurrency 1, 2 and 4 with
+   10 bots, then 10, 100 and 1,000 bots at concurrency 2. Baseline in the same
+   run: the same matches through ``play_match`` alone (no scheduler, no store).
+2. Refit time of one Bradley-Terry pool (read pair totals, Newton fit, write
+   ratings) with 1,000 / 10,000 / 100,000 stored rated matches among 100 bots
+   (target: under 1 s at 100,000), plus 1,000 bots at 100,000 matches, and a
+   full ``recompute`` from the match rows.
+3. Leaderboard query time at 100,000 matches: the SQL query and the
+   ``LadderService.GetLeaderboard`` RPC (target: under 50 ms).
+
+Run: ``.venv/bin/python bench/bench_ladder.py`` (about two minutes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+
+from arena.v1 import ladder_pb2 as lp
+from arena.v1 import ladder_pb2_grpc as lp_grpc
+from arena_bots import HostedBot, hosted_bots
+from arena_client import SeatInfo
+from arena_games import load_game
+from arena_server import ladder_store as ls
+from arena_server import ratings as rt
+from arena_server.hub import Hub
+from arena_server.ladder import Ladder, LadderConfig
+from arena_server.referee import play_match
+from arena_server.seats import InProcessSeat
+from arena_server.service import running_server
+from arena_server.store import Store
+
+ROUNDS = 100
+SECONDS = 4.0
+BASE = ("rock", "rotate", "beat-last", "random")
+
+
+def bot_pool(count: int) -> dict[str, HostedBot]:
+    base = hosted_bots()
+    out = dict(base)
+    for i in range(count):
+        original = base[BASE[i % len(BASE)]]
+        name = f"{original.name}-{i}"
+        out[name] = HostedBot(name, original.games, original.factory, original.description)
+    return out
+
+
+async def baseline_rate(seconds: float) -> float:
+    game = load_game("rps", rounds=ROUNDS, draw_band=2)
+    hosted = hosted_bots()
+    rng = random.Random(1)
+    count = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a, b = rng.sample(BASE, 2)
+        seats = [
+            InProcessSeat(hosted[a].factory(1), SeatInfo(0, a)),
+            InProcessSeat(hosted[b].factory(2), SeatInfo(1, b)),
+        ]
+        await play_match(game, seats)
+        count += 1
+    return count / (time.perf_counter() - start)
+
+
+async def ladder_rate(bots: int, concurrency: int, seconds: float) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = await Store.open(Path(tmp) / "bench.db")
+        try:
+            hosted = bot_pool(bots)
+            names = tuple(n for n in hosted if n.rsplit("-", 1)[-1].isdigit() and n not in hosted_bots())
+            hub = Hub(store, hosted)
+            config = LadderConfig(
+                [load_game("rps", rounds=ROUNDS)], concurrency=concurrency, per_bot=2, seed=1, bots=names
+            )
+            ladder = Ladder(hub, config)
+            ladder.start()
+            await asyncio.sleep(0.5)  # warm-up
+            first = ladder.matches_played
+            start = time.perf_counter()
+            await asyncio.sleep(seconds)
+            played = ladder.matches_played - first
+            elapsed = time.perf_counter() - start
+            ladder.halt()
+            await hub.shutdown()
+            await ladder.stop()
+            return played / elapsed
+        finally:
+            await store.close()
+
+
+async def fill(store: Store, matches: int, bots: int, seed: int = 1) -> str:
+    """Insert ``matches`` finished rated RPS matches (rows, seats, rating effects) the way the hub writes them."""
+    rng = random.Random(seed)
+    names = [f"bot-{i:04d}" for i in range(bots)]
+    strength = {n: rng.gauss(0, 1) for n in names}
+    game = load_game("rps", rounds=1000, draw_band=20)
+    params = json.dumps(dict(game.params))
+    tc = json.dumps({"per_move": 1.0, "overage": 10.0, "grace": 0.1})
+    conn = store.conn
+    batch = 5000
+    done = 0
+    while done < matches:
+        n = min(batch, matches - done)
+        await conn.execute("BEGIN IMMEDIATE")
+        async with conn.execute("SELECT COALESCE(MAX(id), 0) FROM matches") as cur:
+            row = await cur.fetchone()
+        next_id = int(row[0]) + 1 if row else 1
+        rows, seats, effects = [], [], []
+        for k in range(n):
+            mid = next_id + k
+            a, b = rng.sample(names, 2)
+            p = 1 / (1 + pow(10, (strength[b] - strength[a]) * 0.5))
+            x = rng.random()
+            diff = 0.0 if abs(x - p) < 0.05 else (50.0 if x < p else -50.0)
+            ended = f"2026-01-01T00:00:{k % 60:02d}+00:00"
+            rows.append((mid, "rps", params, "s", "h", tc, "finished", 1, json.dumps([diff, -diff]), 1, ended, ended))
+            seats.append((mid, 0, a, 1, "hosted"))
+            seats.append((mid, 1, b, 1, "hosted"))
+            effects.append((mid, ls.match_effects(game, (a, b), (diff, -diff), ended)))
+        await conn.executemany(
+            "INSERT INTO matches (id, game, params, seed, seed_sha256, time_control, status, termination, returns, "
+            "rated, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        await conn.executemany("INSERT INTO match_seats VALUES (?, ?, ?, ?, ?)", seats)
+        for mid, fx in effects:
+            await ls.apply_effects(conn, mid, fx)
+        await conn.execute("COMMIT")
+        done += n
+    return ls.pool_key(game)
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+async def refit_and_query() -> None:
+    print("\n-- rating refit (one pool: read pair totals, Bradley-Terry Newton fit, write ratings) --")
+    for matches, bots in ((1_000, 100), (10_000, 100), (100_000, 100), (100_000, 1_000)):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = await Store.open(Path(tmp) / "bench.db")
+            try:
+                t0 = time.perf_counter()
+                pool = await fill(store, matches, bots)
+                fill_s = time.perf_counter() - t0
+                samples = []
+                fit = None
+                for _ in range(3):
+                    await store.conn.execute("UPDATE rating_pools SET dirty = 1")
+                    start = time.perf_counter()
+                    fit = await ls.refit_pool(store, pool)
+                    samples.append(time.perf_counter() - start)
+                assert fit is not None
+                pairs = await ls.load_pairs(store.conn, pool)
+                start = time.perf_counter()
+                rt.fit_bradley_terry([], pairs)
+                fit_only = time.perf_counter() - start
+                print(
+                    f"{matches:>7} matches, {bots:>4} bots, {len(pairs):>6} pairs: refit {median_ms(samples):8.1f} ms "
+                    f"(fit alone {fit_only * 1000:7.1f} ms, {fit.iterations} Newton steps; "
+                    f"writing the matches took {fill_s:.1f} s)"
+                )
+                if matches == 100_000 and bots == 100:
+                    start = time.perf_counter()
+                    _snap, diffs = await ls.recompute(store, write=False)
+                    print(
+                        f"        full recompute from the 100,000 match rows: {time.perf_counter() - start:.2f} s, "
+                        f"{len(diffs)} differences from the incrementally stored ratings"
+                    )
+                    await leaderboard_timing(store, pool)
+            finally:
+                await store.close()
+
+
+async def leaderboard_timing(store: Store, pool: str) -> None:
+    print("\n-- leaderboard at 100,000 matches, 100 bots --")
+    samples = []
+    for _ in range(50):
+        start = time.perf_counter()
+        rows = await ls.leaderboard(store.conn, pool, 100)
+        samples.append(time.perf_counter() - start)
+    assert len(rows) == 100
+    print(f"SQL query (ls.leaderboard):         median {median_ms(samples):6.2f} ms, max {max(samples) * 1000:6.2f} ms")
+    hub = Hub(store, {})
+    async with running_server(hub, port=0) as (_server, port):  # noqa: SIM117 - the port comes from the first
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = lp_grpc.LadderServiceStub(channel)
+            request = lp.GetLeaderboardRequest(pool=lp.PoolSelector(pool=pool), limit=100)
+            await stub.GetLeaderboard(request)
+            samples = []
+            for _ in range(50):
+                start = time.perf_counter()
+                board = await stub.GetLeaderboard(request)
+                samples.append(time.perf_counter() - start)
+    assert len(board.entries) == 100
+    print(f"gRPC LadderService.GetLeaderboard:  median {median_ms(samples):6.2f} ms, max {max(samples) * 1000:6.2f} ms")
+
+
+async def main() -> None:
+    print(f"-- ladder throughput: RPS {ROUNDS} rounds, in-process reference bots, {SECONDS:g} s per run --")
+    base = await baseline_rate(SECONDS)
+    print(f"baseline: play_match alone (no scheduler, no store): {base:7.1f} matches/s")
+    for bots, concurrency in ((10, 1), (10, 2), (10, 4), (100, 2), (1_000, 2)):
+        rate = await ladder_rate(bots, concurrency, SECONDS)
+        print(
+            f"ladder: {bots:>5} bots, concurrency {concurrency}: {rate:7.1f} matches/s ({rate / base:.2f} x baseline)"
+        )
+    await refit_and_query()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
