@@ -189,3 +189,19 @@ async def test_ladder_and_replay_commands_against_a_live_server(live_server: Liv
     ]:
         code, out, err = await arena(*args)
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)
+
+
+async def test_ratings_unpause_command(tmp_path: Path) -> None:
+    db = tmp_path / "arena.db"
+    store = await Store.open(db)
+    await ls.pause_bot(store, "sicilian", 1, "paused after 3 failed matches in a row")
+    await store.close()
+    code, out, err = await arena("ratings", "unpause", "sicilian", "--db", str(db))
+    assert code == 0 and "plays on the ladder again" in out, err
+    code, out, err = await arena("ratings", "unpause", "sicilian", "--db", str(db))
+    assert code == 2 and "'sicilian' is not paused; paused bots: none" in err
+    store = await Store.open(db)
+    try:
+        assert await ls.paused_bots(store.conn) == {}
+    finally:
+        await store.close()

@@ -142,6 +142,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     q.add_argument("--db", default="arena.db", help="SQLite database file (default arena.db)")
     q.add_argument("--check", action="store_true", help="only compare; exit 1 when they differ")
     q.set_defaults(func=_recompute)
+    q = rsub.add_parser(
+        "unpause",
+        help="let a paused bot play on the ladder again (the server must be stopped)",
+        description="Clear a ladder pause by hand, e.g. for a hosted bot whose code was fixed "
+        "(hosted bots have no versions to bump).",
+    )
+    q.add_argument("bot", help="bot name")
+    q.add_argument("--db", default="arena.db", help="SQLite database file (default arena.db)")
+    q.set_defaults(func=_unpause)
 
 
 def _selector(args: argparse.Namespace) -> lp.PoolSelector:
@@ -244,6 +253,25 @@ def _recompute(args: argparse.Namespace) -> int:
                 print(f"  {line}", file=sys.stderr)
             return 1 if args.check else 0
         print("arena: the stored ratings equal the recomputed ones")
+        return 0
+
+    return asyncio.run(go())
+
+
+def _unpause(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        try:
+            store = await Store.open(args.db)
+        except StoreError as exc:
+            raise CliError(str(exc)) from None
+        try:
+            paused = await ls.paused_bots(store.conn)
+            if args.bot not in paused:
+                raise CliError(f"{args.bot!r} is not paused; paused bots: {', '.join(sorted(paused)) or 'none'}")
+            await ls.unpause_bot(store, args.bot)
+        finally:
+            await store.close()
+        print(f"arena: {args.bot} plays on the ladder again")
         return 0
 
     return asyncio.run(go())
