@@ -16,12 +16,18 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/arena serve
 
+JS_DEPS := clients/javascript/node_modules/.installed
+
+# The JavaScript client's test needs its npm packages (skipped, with a message, where npm is missing).
+$(JS_DEPS): clients/javascript/package.json clients/javascript/package-lock.json
+	if command -v npm >/dev/null; then cd clients/javascript && npm ci --no-audit --no-fund --silent && touch node_modules/.installed; fi
+
 ## test: set up and run the quick test suite
-test: $(STAMP)
+test: $(STAMP) $(JS_DEPS)
 	$(BIN)/python -m pytest
 
 ## test-slow: the heavy experiments and exhaustive solvers only
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(JS_DEPS)
 	$(BIN)/python -m pytest -m slow
 
 ## check: lint, type check, generated code up to date, tests

@@ -20,6 +20,7 @@ COMMAND_MODULES: list[str] = [
     "arena_server.commands.match",
     "arena_server.commands.play",
     "arena_server.commands.watch",
+    "arena_server.commands.profile",
     "arena_server.commands.experiment",
     "arena_server.commands.check_bot",
     "arena_server.commands.bot",
