@@ -129,6 +129,7 @@ def main() -> None:
                 str(port),
                 "--host",
                 "127.0.0.1",
+                "--no-ladder",  # measure serving remote bots, not the ladder's own matches
                 "--db",
                 os.path.join(tmp, "bench.db"),
             ],

@@ -475,6 +475,7 @@ class _Referee:
         waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] = []
         sync_turns: list[tuple[int, int, Turn]] = []
         per_move_td = self.tc.per_move
+        shared_obs = state.observation(None) if self.game.public_observation else None
         for i, seat_index in enumerate(acting):
             seat = self.seats[seat_index]
             self.turn_id += 1
@@ -482,7 +483,7 @@ class _Referee:
                 self.record.match_id,
                 self.turn_id,
                 seat_index,
-                state.observation(seat_index),
+                shared_obs if shared_obs is not None else state.observation(seat_index),
                 state.legal_actions(seat_index),
                 per_move_td,
                 self.overage_td[seat_index],

@@ -152,9 +152,10 @@ def _build(msg: Message) -> Any:
 _OBS_CLASS_BY_PROTO: dict[str, type[Any]] = {}
 
 
-def observation_to_proto(value: Any) -> obs.Observation:
-    """Wrap an engine observation dataclass in ``arena.v1.Observation``."""
-    out = obs.Observation()
+def observation_to_proto(value: Any, out: obs.Observation | None = None) -> obs.Observation:
+    """Wrap an engine observation dataclass in ``arena.v1.Observation`` (filling ``out`` if given)."""
+    if out is None:
+        out = obs.Observation()
     if value is None:
         return out
     if type(value) is RpsObservation:  # the hot path: one message per RPS round
@@ -230,7 +231,7 @@ def turn_to_proto(turn: Turn, moves: typing.Iterable[PublicMove], out: bs.Turn |
     msg.match_id = turn.match_id
     msg.turn_id = turn.turn_id
     if turn.observation is not None:
-        msg.observation.CopyFrom(observation_to_proto(turn.observation))
+        observation_to_proto(turn.observation, msg.observation)
     msg.legal_actions.extend(turn.legal_actions)
     msg.time_budget.FromTimedelta(turn.time_budget)
     msg.overage_left.FromTimedelta(turn.overage_left)
