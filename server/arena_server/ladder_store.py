@@ -213,9 +213,11 @@ async def refit_pool(store: Any, pool: str) -> rt.Fit | None:
     if not head or head[0][0] != BT:
         return None
     matches = head[0][1]
-    pairs = await load_pairs(conn, pool)
-    names = [r[0] for r in await _rows(conn, "SELECT bot_name FROM ratings WHERE pool = ?", (pool,))]
-    fit = await asyncio.to_thread(rt.fit_bradley_terry, names, pairs)
+    rows = await _rows(
+        conn, "SELECT bot_a, bot_b, games, score_a FROM rating_pairs WHERE pool = ? ORDER BY bot_a, bot_b", (pool,)
+    )
+    current = {r[0]: r[1] for r in await _rows(conn, "SELECT bot_name, rating FROM ratings WHERE pool = ?", (pool,))}
+    fit = await asyncio.to_thread(rt.fit_rows, list(current), rows, 1e-10, current)
     async with store.write_lock:
         await conn.execute("BEGIN IMMEDIATE")
         try:

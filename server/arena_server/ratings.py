@@ -7,14 +7,17 @@ Two-player pools use a Bradley-Terry model fitted by Newton's method on the
 pairwise totals (games and score per pair, a draw counting half a win). The
 model is ``P(i beats j) = 1 / (1 + exp(-(r_i - r_j)))`` with a weak Gaussian
 prior ``r ~ N(0, PRIOR_SD^2)`` on every rating, which keeps the fit finite for
-unbeaten bots and for pools split into parts that never met, and anchors the
-ratings are reported relative to the pool's average, which is 1500. The 95%
-interval is ``±1.96`` standard deviations of ``r_i - mean(r)`` from the inverse
-of the negative Hessian of the log posterior (the Fisher information plus the
-prior), in Elo points (``400 / ln 10`` per unit). The fit always starts from zero and runs to convergence, so the
-same totals give the same ratings (rounded to 1e-6 Elo, below any run-to-run
-noise of the linear algebra): that is what lets ``arena ratings recompute``
-compare exactly.
+unbeaten bots and for pools split into parts that never met. Ratings are
+reported relative to the pool's average, which is 1500. The 95% interval is
+``±1.96`` standard deviations of ``r_i - mean(r)`` from the inverse of the
+negative Hessian of the log posterior (the Fisher information plus the
+prior), in Elo points (``400 / ln 10`` per unit).
+
+Newton's method runs to full convergence (from the previous ratings when the
+ladder refits, from zero when recomputing), so the same totals give the same
+ratings up to floating-point noise; stored values are rounded to 1e-6 Elo,
+far above that noise, which is what lets ``arena ratings recompute`` compare
+exactly.
 
 Pools of more than two seats (Liar's Dice with 3..6 players) use openskill's
 Plackett-Luce model over the finishing order, updated match by match in the
@@ -24,7 +27,7 @@ order the matches were rated.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,37 +70,42 @@ class Fit:
         return {n: (r, c) for n, r, c in zip(self.names, self.ratings, self.ci, strict=True)}
 
 
-def fit_bradley_terry(names: Sequence[str], pairs: Sequence[PairTotal], tol: float = 1e-10) -> Fit:
+def fit_bradley_terry(
+    names: Sequence[str], pairs: Sequence[PairTotal], tol: float = 1e-10, start: Mapping[str, float] | None = None
+) -> Fit:
     """Fit ratings for ``names`` from pairwise totals.
 
     Args:
         names: Every bot of the pool (a bot without games gets the prior: 1500 ± 1960).
         pairs: Aggregated results; bots missing from ``names`` are added.
         tol: Stop when no rating moves by more than this many logistic units.
+        start: Ratings (Elo) to start Newton's method from, e.g. the previous fit; it
+            converges to the same optimum in fewer steps.
     """
-    all_names = sorted(set(names) | {p.a for p in pairs} | {p.b for p in pairs})
+    return fit_rows(names, [(p.a, p.b, p.games, p.score_a) for p in pairs], tol, start)
+
+
+def fit_rows(
+    names: Sequence[str],
+    rows: Sequence[tuple[str, str, int, float]],
+    tol: float = 1e-10,
+    start: Mapping[str, float] | None = None,
+) -> Fit:
+    """:func:`fit_bradley_terry` on ``(a, b, games, score_a)`` rows, as read from the database."""
+    all_names = sorted(set(names) | {r[0] for r in rows} | {r[1] for r in rows})
     k = len(all_names)
     if k == 0:
         return Fit((), (), (), 0)
     index = {n: i for i, n in enumerate(all_names)}
-    live = [p for p in pairs if p.games > 0]
-    ia = np.fromiter((index[p.a] for p in live), dtype=np.intp, count=len(live))
-    ib = np.fromiter((index[p.b] for p in live), dtype=np.intp, count=len(live))
-    n = np.fromiter((p.games for p in live), dtype=np.float64, count=len(live))
-    s = np.fromiter((p.score_a for p in live), dtype=np.float64, count=len(live))
-    return _newton(tuple(all_names), ia, ib, n, s, tol)
-
-
-def fit_arrays(
-    names: tuple[str, ...],
-    ia: np.ndarray[Any, Any],
-    ib: np.ndarray[Any, Any],
-    games: np.ndarray[Any, Any],
-    score_a: np.ndarray[Any, Any],
-    tol: float = 1e-10,
-) -> Fit:
-    """:func:`fit_bradley_terry` on index arrays (``names`` sorted, pairs with games > 0)."""
-    return _newton(names, ia, ib, games, score_a, tol)
+    live = [r for r in rows if r[2] > 0]
+    ia = np.fromiter((index[r[0]] for r in live), dtype=np.intp, count=len(live))
+    ib = np.fromiter((index[r[1]] for r in live), dtype=np.intp, count=len(live))
+    n = np.fromiter((r[2] for r in live), dtype=np.float64, count=len(live))
+    s = np.fromiter((r[3] for r in live), dtype=np.float64, count=len(live))
+    r0 = None
+    if start:
+        r0 = np.array([(start.get(name, BASE_RATING) - BASE_RATING) / ELO_PER_UNIT for name in all_names])
+    return _newton(tuple(all_names), ia, ib, n, s, tol, r0)
 
 
 def _newton(
@@ -107,10 +115,11 @@ def _newton(
     n: np.ndarray[Any, Any],
     s: np.ndarray[Any, Any],
     tol: float,
+    r0: np.ndarray[Any, Any] | None = None,
 ) -> Fit:
     k = len(names)
     prior_precision = (ELO_PER_UNIT / PRIOR_SD_ELO) ** 2
-    r = np.zeros(k)
+    r = np.zeros(k) if r0 is None else r0.astype(np.float64)
     iterations = 0
     flat_ab = ia * k + ib
     flat_ba = ib * k + ia
