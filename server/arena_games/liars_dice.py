@@ -177,9 +177,7 @@ class LiarsDiceGame(Game):
         ParamSpec("faces", int, 6, "faces per die", min=2, max=12),
         ParamSpec("bidding", str, "thesis", "raise rule", choices=BIDDING_RULES),
         ParamSpec("wild", str, "none", "which face counts as any face", choices=WILD_RULES),
-        ParamSpec(
-            "rounds", str, "elimination", "play until one player has dice, or one round", choices=ROUND_RULES
-        ),
+        ParamSpec("rounds", str, "elimination", "play until one player has dice, or one round", choices=ROUND_RULES),
         ParamSpec("spot_on", bool, False, "allow the exact ('spot on') call"),
     )
     min_players = 2
@@ -214,10 +212,7 @@ class LiarsDiceGame(Game):
         # Per round: one chance entry per die, at most one bid per (quantity, face) since bids strictly
         # increase in action number, and one call. Each round removes one die.
         last_round = 1 if self.single_round else self.total_dice - 1
-        return sum(
-            (dice + dice * self.faces + 1)
-            for dice in range(self.total_dice, self.total_dice - last_round, -1)
-        )
+        return sum((dice + dice * self.faces + 1) for dice in range(self.total_dice, self.total_dice - last_round, -1))
 
     @property
     def min_utility(self) -> float:
@@ -266,25 +261,20 @@ class LiarsDiceGame(Game):
             action = self.liar_action
         elif word in _SPOT_WORDS:
             if not self.spot_on:
-                raise IllegalActionError(
-                    f"{text!r}: the exact call is not enabled in this game (spot_on=false)"
-                )
+                raise IllegalActionError(f"{text!r}: the exact call is not enabled in this game (spot_on=false)")
             action = self.spot_on_action
         else:
             match = _BID_RE.match(word)
             if match is None:
                 extra = ", 'spot on'" if self.spot_on else ""
                 raise IllegalActionError(
-                    f"{text!r} is not a bid or a call; type a bid as quantity x face (e.g. 3x5), "
-                    f"or 'liar'{extra}"
+                    f"{text!r} is not a bid or a call; type a bid as quantity x face (e.g. 3x5), or 'liar'{extra}"
                 )
             q, f = int(match.group(1)), int(match.group(2))
             if not 1 <= f <= self.faces:
                 raise IllegalActionError(f"{text!r}: face {f} does not exist; faces are 1..{self.faces}")
             if not 1 <= q <= self.total_dice:
-                raise IllegalActionError(
-                    f"{text!r}: quantity {q} is impossible; quantities are 1..{self.total_dice}"
-                )
+                raise IllegalActionError(f"{text!r}: quantity {q} is impossible; quantities are 1..{self.total_dice}")
             action = self.bid_action(q, f)
         player = state.current_player()
         if not state.is_legal(player, action):

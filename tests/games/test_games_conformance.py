@@ -17,6 +17,7 @@ import random
 from typing import Any
 
 import pytest
+
 from arena_client.convert import observation_from_proto, observation_to_proto
 from arena_games import (
     CHANCE,
@@ -27,7 +28,6 @@ from arena_games import (
     State,
     registered_games,
 )
-
 from tests.games.games_support import GAME_CASES, case_id, load, random_step
 
 SEEDS = range(4)

@@ -6,12 +6,12 @@ import math
 from typing import Any
 
 import pytest
+
 from arena_bots.simple import RandomBot
 from arena_client import SeatInfo, Termination
 from arena_games import load_game
 from arena_server.referee import play_match
 from arena_server.seats import InProcessSeat
-
 from tests.games.games_support import GAME_CASES, case_id
 
 MATCHES = 12

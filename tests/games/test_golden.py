@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
 from arena_games import CHANCE, SIMULTANEOUS, load_game
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from arena_games import CHANCE, TERMINAL, IllegalActionError, ParameterError, load_game
 from arena_games.liars_dice import (
     LiarsDiceBid,
@@ -245,9 +246,7 @@ def test_notation() -> None:
         game.string_to_action(state, "raise")
     standard = _game(bidding="standard")
     state = _bids(_deal(_fresh(standard), [1] * 5, [2] * 5), "3x5")
-    with pytest.raises(
-        IllegalActionError, match=r"under standard bidding bid more dice, or 3 dice of a face above 5"
-    ):
+    with pytest.raises(IllegalActionError, match=r"under standard bidding bid more dice, or 3 dice of a face above 5"):
         standard.string_to_action(state, "3x4")
     assert standard.string_to_action(state, "4x1") == standard.bid_action(4, 1)
 
@@ -262,9 +261,7 @@ def test_nobody_acts_while_dice_roll() -> None:
 
 
 def test_parameters_are_validated() -> None:
-    with pytest.raises(
-        ParameterError, match=r"liars_dice: parameter players=9 is out of range; choose 2\.\.6"
-    ):
+    with pytest.raises(ParameterError, match=r"liars_dice: parameter players=9 is out of range; choose 2\.\.6"):
         load_game("liars_dice", players=9)
     with pytest.raises(ParameterError, match=r"bidding='lexicographic' is not one of thesis, standard"):
         load_game("liars_dice", bidding="lexicographic")

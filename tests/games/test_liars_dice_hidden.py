@@ -203,9 +203,7 @@ def _positions(game: LiarsDiceGame, history: list[tuple[int, int]]) -> list[Liar
     return positions
 
 
-def _check_messages(
-    positions: list[LiarsDiceState], seat: int, received: list[Any], rng: random.Random
-) -> int:
+def _check_messages(positions: list[LiarsDiceState], seat: int, received: list[Any], rng: random.Random) -> int:
     """Check everything one seat received against the engine; return how many observations were checked."""
     turn_positions = iter(p for p in positions if p.current_player() == seat)
     views: dict[Any, int] = {}
@@ -282,9 +280,7 @@ async def test_nothing_sent_over_stdio_reveals_other_seats_dice() -> None:
     for line in subprocess_seat.stderr_log().splitlines():
         if not line.startswith("RECEIVED "):
             continue
-        message = json_format.Parse(
-            line.removeprefix("RECEIVED "), bs.ServerMessage(), ignore_unknown_fields=True
-        )
+        message = json_format.Parse(line.removeprefix("RECEIVED "), bs.ServerMessage(), ignore_unknown_fields=True)
         kind = message.WhichOneof("kind")
         if kind == "match_started":
             received.append(match_info_from_proto(message.match_started))

@@ -6,12 +6,12 @@ import random
 from typing import Any
 
 import pytest
+from google.protobuf import json_format
+
 from arena.v1 import observations_pb2
 from arena_client.convert import OBSERVATIONS, observation_from_proto, observation_to_proto
 from arena_games import registered_games
 from arena_games.liars_dice import LiarsDiceBid, LiarsDiceHand, LiarsDiceObservation, LiarsDiceRoundResult
-from google.protobuf import json_format
-
 from tests.games.games_support import GAME_CASES, case_id, load, states_along
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from arena_games import CHANCE, TERMINAL, Game, State, load_game
 from arena_games.dots_and_boxes import openspiel_edge
 
@@ -47,9 +48,7 @@ def _lockstep(
             assert not other.is_terminal()
             if player == CHANCE:
                 assert other.is_chance_node()
-                assert sorted(a for a, _ in state.chance_outcomes()) == sorted(
-                    a for a, _ in other.chance_outcomes()
-                )
+                assert sorted(a for a, _ in state.chance_outcomes()) == sorted(a for a, _ in other.chance_outcomes())
                 action = rng.choice([a for a, _ in state.chance_outcomes()])
                 state.apply_action(action)
                 other.apply_action(action)
@@ -69,9 +68,7 @@ def test_tic_tac_toe_3x3() -> None:
     assert _lockstep(load_game("tic_tac_toe"), pyspiel.load_game("tic_tac_toe"), range(300)) > 1000
 
 
-@pytest.mark.parametrize(
-    ("rows", "cols", "k"), [(3, 3, 3), (4, 5, 3), (5, 4, 4), (6, 6, 4), (2, 7, 3), (15, 15, 5)]
-)
+@pytest.mark.parametrize(("rows", "cols", "k"), [(3, 3, 3), (4, 5, 3), (5, 4, 4), (6, 6, 4), (2, 7, 3), (15, 15, 5)])
 def test_mnk(rows: int, cols: int, k: int) -> None:
     theirs = pyspiel.load_game("mnk", {"m": cols, "n": rows, "k": k})
     seeds = range(100) if rows * cols < 100 else range(10)

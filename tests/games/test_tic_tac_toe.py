@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from arena_games import TERMINAL, IllegalActionError, ParameterError, load_game
 from arena_games.tic_tac_toe import TicTacToeGame, TicTacToeState
 
