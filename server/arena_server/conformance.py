@@ -1,11 +1,16 @@
-"""Conformance checking of subprocess bots: the engine behind ``arena check-bot``.
+"""Conformance checking of bots: the engine behind ``arena check-bot``.
 
-:func:`check_bot` starts the bot, reads its Hello, then plays short scripted
-matches of every game it claims (every registered game when its Hello lists
-none), once in each seat, against the uniformly random bot. Every problem is a
-:class:`Finding` carrying the referee's reason, the last message the bot was
-sent and the last one it wrote, so an author sees exactly what went wrong. The
-same function can serve as the self-check of a submitted bot.
+:func:`check_bot` starts a subprocess bot, reads its Hello, then plays short
+scripted matches of every game it claims (every registered game when its Hello
+lists none), once in each seat, against the uniformly random bot. Every problem
+is a :class:`Finding` carrying the referee's reason, the last message the bot
+was sent and the last one it wrote, so an author sees exactly what went wrong.
+The same function serves as the self-check of a submitted bot.
+
+The scenarios themselves (:func:`run_scenarios`) only need a
+:class:`BotUnderCheck`, which hands out one seat per scenario: the subprocess
+checker gives :class:`SubprocessSeat` objects, the remote checker
+(:mod:`arena_server.remote_check`) seats of a connected gRPC session.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Protocol, cast
 
 from google.protobuf import json_format
 
@@ -49,7 +55,8 @@ class Finding:
 class CheckReport:
     """Everything :func:`check_bot` found."""
 
-    program: BotProgram
+    target: str
+    """What was checked, in words (a command and its framing, or a remote bot's name and address)."""
     hello: bs.Hello | None = None
     findings: list[Finding] = field(default_factory=list)
     log_tail: str = ""
@@ -62,14 +69,37 @@ class CheckReport:
         return next((f for f in self.findings if not f.ok), None)
 
 
-def _json(message: bs.ServerMessage | bs.BotMessage | None) -> str:
+def render_message(message: bs.ServerMessage | bs.BotMessage | None) -> str:
     if message is None:
         return "nothing"
     data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
     return json.dumps(data, separators=(",", ":"))
 
 
-def _expected(seat: SubprocessSeat, failure: Termination | None) -> str:
+class ObservedSeat(Protocol):
+    """What the report needs to know about a seat's conversation with the bot."""
+
+    @property
+    def hello(self) -> bs.Hello | None: ...
+    @property
+    def last_sent(self) -> bs.ServerMessage | None: ...
+    @property
+    def last_received(self) -> bs.BotMessage | None: ...
+    @property
+    def last_turn(self) -> bs.ServerMessage | None: ...
+
+
+class BotUnderCheck(Protocol):
+    """The transport-specific part of a check: seats for the bot, one per scenario."""
+
+    def seat(self, seat_index: int) -> Seat:
+        """A new seat for one scenario; it must also be an :class:`ObservedSeat`."""
+
+    async def release(self, seat: Seat) -> None:
+        """Called after each scenario's match (stop a process, free a session)."""
+
+
+def expected_answer(seat: ObservedSeat, failure: Termination | None) -> str:
     sent = seat.last_turn or seat.last_sent
     if sent is not None and sent.WhichOneof("kind") == "turn":
         turn = sent.turn
@@ -120,12 +150,8 @@ async def check_bot(
         seed: Seed of the matches and the random opponents.
         progress: Called with each finding as soon as it is known.
     """
-    report = CheckReport(program)
-
-    def add(finding: Finding) -> None:
-        report.findings.append(finding)
-        if progress is not None:
-            progress(finding)
+    report = CheckReport(program.describe())
+    add = finding_adder(report, progress)
 
     # 1. start-up: the Hello, read on its own so its problems are reported first.
     first_game = load_game(games[0] if games else "rps", **SHORT_PARAMS.get(games[0] if games else "rps", {}))
@@ -145,25 +171,66 @@ async def check_bot(
                 "start-up",
                 False,
                 detail + (f"; {hint}" if hint else ""),
-                _json(seat.last_sent),
-                _json(seat.last_received),
-                _expected(seat, failure.failure),
+                render_message(seat.last_sent),
+                render_message(seat.last_received),
+                expected_answer(seat, failure.failure),
             )
         )
         report.log_tail = seat.stderr_tail()
         return report
     report.hello = hello = seat.hello
     assert hello is not None
-    add(
-        Finding(
-            "start-up",
-            True,
-            f"Hello received: name={hello.name!r}, games={list(hello.games) or 'all'}, "
-            f"keep_alive={hello.keep_alive}, protocol_version={hello.protocol_version!r}",
-        )
+    add(hello_finding(hello))
+
+    await run_scenarios(_SubprocessBot(program), hello, games, clock, seed, add)
+    return report
+
+
+def finding_adder(report: CheckReport, progress: Callable[[Finding], None] | None) -> Callable[[Finding], None]:
+    def add(finding: Finding) -> None:
+        report.findings.append(finding)
+        if progress is not None:
+            progress(finding)
+
+    return add
+
+
+def hello_finding(hello: bs.Hello) -> Finding:
+    """The passing start-up finding, describing the Hello."""
+    return Finding(
+        "start-up",
+        True,
+        f"Hello received: name={hello.name!r}, games={list(hello.games) or 'all'}, "
+        f"keep_alive={hello.keep_alive}, protocol_version={hello.protocol_version!r}",
     )
 
-    # 2. scripted matches: every claimed game, in every seat.
+
+class _SubprocessBot:
+    """A fresh :class:`SubprocessSeat` per scenario, stopped after it."""
+
+    def __init__(self, program: BotProgram) -> None:
+        self.program = program
+
+    def seat(self, seat_index: int) -> Seat:
+        return SubprocessSeat(self.program, SeatInfo(seat_index, "bot-under-check", 1, "subprocess"))
+
+    async def release(self, seat: Seat) -> None:
+        assert isinstance(seat, SubprocessSeat)
+        await seat.close()
+
+
+async def run_scenarios(
+    bot: BotUnderCheck,
+    hello: bs.Hello,
+    games: Sequence[str],
+    clock: TimeControl,
+    seed: str,
+    add: Callable[[Finding], None],
+) -> None:
+    """The scripted matches: every claimed game (or ``games``), in every seat, against the random bot.
+
+    A game stops at its first failing seat; the other games are still played.
+    """
     registered = registered_games()
     for name in _scenario_games(hello, games):
         if name not in registered:
@@ -178,45 +245,45 @@ async def check_bot(
             add(Finding(name, False, f"could not set up the game: {exc}"))
             continue
         for seat_index in range(game.num_players):
-            finding = await _play_scenario(program, game, seat_index, clock, f"{seed}:{name}:{seat_index}")
+            finding = await _play_scenario(bot, game, seat_index, clock, f"{seed}:{name}:{seat_index}")
             add(finding)
             if not finding.ok:
                 break
-    return report
 
 
-async def _play_scenario(program: BotProgram, game: Game, seat_index: int, clock: TimeControl, seed: str) -> Finding:
+async def _play_scenario(bot: BotUnderCheck, game: Game, seat_index: int, clock: TimeControl, seed: str) -> Finding:
     scenario = f"{game.name} as seat {seat_index}"
-    bot = SubprocessSeat(program, SeatInfo(seat_index, "bot-under-check", 1, "subprocess"))
+    checked = bot.seat(seat_index)
     seats: list[Seat] = []
     for i in range(game.num_players):
         if i == seat_index:
-            seats.append(bot)
+            seats.append(checked)
         else:
             seats.append(InProcessSeat(RandomBot(i), SeatInfo(i, "random", 1, "hosted")))
     try:
         record = await play_match(game, seats, clock, seed=seed, match_id=f"check-{game.name}-{seat_index}")
     finally:
-        await bot.close()
+        await bot.release(checked)
     moves = sum(1 for player, *_ in record.moves if player == seat_index)
     if record.termination == Termination.NORMAL:
         return Finding(scenario, True, f"played {moves} moves to the end ({record.summary().split('  ')[1]})")
     if record.offender is not None and record.offender != seat_index:
         return Finding(scenario, False, f"the opponent failed, which should not happen: {record.reason}")
     assert record.termination is not None
+    observed = cast(ObservedSeat, checked)
     return Finding(
         scenario,
         False,
         f"{record.termination.label}: {record.reason}",
-        _json(bot.last_turn or bot.last_sent),
-        _json(bot.last_received),
-        _expected(bot, record.termination),
+        render_message(observed.last_turn or observed.last_sent),
+        render_message(observed.last_received),
+        expected_answer(observed, record.termination),
     )
 
 
 def format_report(report: CheckReport) -> str:
     """The report as text for people."""
-    lines = [f"checking {report.program.describe()}"]
+    lines = [f"checking {report.target}"]
     for finding in report.findings:
         lines.append(format_finding(finding))
     lines.extend(format_summary(report))

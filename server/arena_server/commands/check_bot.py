@@ -1,9 +1,10 @@
-"""``arena check-bot``: run a subprocess bot through scripted scenarios and say what it did wrong."""
+"""``arena check-bot``: run a bot (a command, or a remote bot) through scripted scenarios; say what it did wrong."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from arena_client import TimeControl
 from arena_games import registered_games
 from arena_server.commands import CliError
 from arena_server.conformance import Finding, check_bot, format_finding, format_report, format_summary
+from arena_server.remote_check import check_remote_bot
 from arena_server.sandbox import Limits
 from arena_server.stdio import Framing
 from arena_server.subprocess_seat import BotProgram
@@ -19,15 +21,23 @@ from arena_server.subprocess_seat import BotProgram
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "check-bot",
-        help="check that a subprocess bot follows the protocol",
+        help="check that a bot (a command, or a remote bot) follows the protocol",
         description=(
-            "Start a bot program, read its Hello, and play short scripted matches of every game it claims, "
-            "in every seat, against the random bot. Prints what the bot did wrong (wrong framing, no hello, "
-            "answering out of turn, illegal action, too slow) with the message it got and the one expected. "
+            "Start a bot program (--cmd), or wait for a remote bot to connect over gRPC (--listen), read its "
+            "Hello, and play short scripted matches of every game it claims, in every seat, against the random "
+            "bot. Prints what the bot did wrong (wrong framing, no hello, answering out of turn, illegal action, "
+            "too slow, wrong message kind) with the message it got and the one expected. "
             "Exits with 1 when a check fails."
         ),
     )
-    p.add_argument("--cmd", required=True, help='the bot\'s command line, e.g. "python3 bot.py" (run with /bin/sh -c)')
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--cmd", help='the bot\'s command line, e.g. "python3 bot.py" (run with /bin/sh -c)')
+    target.add_argument(
+        "--listen",
+        metavar="[HOST:]PORT",
+        help="serve a temporary Arena gRPC server on HOST:PORT (default host 127.0.0.1) and check the remote "
+        "bot that connects to it",
+    )
     p.add_argument("--framing", choices=[f.value for f in Framing], default="json", help="stdio framing (default json)")
     p.add_argument("--dir", type=Path, default=None, help="working directory of the bot (default: a fresh empty one)")
     p.add_argument(
@@ -37,6 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=[],
         help="check only this game (repeatable; default: what it claims)",
     )
+    p.add_argument("--games", default="", help="the same as --game, comma-separated (e.g. rps,tic_tac_toe)")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="with --listen: how long to wait for the bot to connect (default 600)",
+    )
     p.add_argument("--per-move", type=float, default=2.0, metavar="SECONDS", help="time per move (default 2)")
     p.add_argument("--startup-timeout", type=float, default=10.0, metavar="SECONDS", help="time to Hello (default 10)")
     p.add_argument("--allow-network", action="store_true", help="do not cut the bot off the network")
@@ -44,7 +62,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def _listen_address(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or int(port) > 65535:
+        raise CliError(f"--listen {value!r}: expected [HOST:]PORT, e.g. 127.0.0.1:50070 or 50070")
+    return host, int(port)
+
+
 def run(args: argparse.Namespace) -> int:
+    args.game = [*args.game, *(g.strip() for g in args.games.split(",") if g.strip())]
     unknown = [g for g in args.game if g not in registered_games()]
     if unknown:
         raise CliError(f"unknown game {unknown[0]!r}; games are: {', '.join(registered_games())}")
@@ -52,6 +79,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--dir {args.dir} is not a directory")
     if args.per_move <= 0 or args.startup_timeout <= 0:
         raise CliError("--per-move and --startup-timeout must be positive")
+    clock = TimeControl(timedelta(seconds=args.per_move), timedelta(0), timedelta(seconds=0.5))
+
+    def progress(finding: Finding) -> None:
+        if not args.quiet:
+            print(format_finding(finding), flush=True)
+
+    if args.listen is not None:
+        return _run_listen(args, clock, progress)
     program = BotProgram(
         args.cmd,
         Framing(args.framing),
@@ -59,14 +94,33 @@ def run(args: argparse.Namespace) -> int:
         limits=Limits(network=args.allow_network),
         startup_timeout=args.startup_timeout,
     )
-    clock = TimeControl(timedelta(seconds=args.per_move), timedelta(0), timedelta(seconds=0.5))
-
-    def progress(finding: Finding) -> None:
-        if not args.quiet:
-            print(format_finding(finding), flush=True)
-
     if not args.quiet:
         print(f"checking {program.describe()}", flush=True)
     report = asyncio.run(check_bot(program, args.game, clock, progress=progress))
+    print(format_report(report) if args.quiet else "\n".join(format_summary(report)))
+    return 0 if report.passed else 1
+
+
+def _run_listen(args: argparse.Namespace, clock: TimeControl, progress: Callable[[Finding], None]) -> int:
+    host, port = _listen_address(args.listen)
+
+    def listening(address: str) -> None:
+        print(f"point your bot at {address} (waiting up to {args.wait:g}s for it to connect)", flush=True)
+
+    try:
+        report = asyncio.run(
+            check_remote_bot(
+                host,
+                port,
+                args.game,
+                clock,
+                wait=args.wait,
+                startup_timeout=args.startup_timeout,
+                progress=progress,
+                on_listening=listening,
+            )
+        )
+    except OSError as exc:
+        raise CliError(str(exc)) from None
     print(format_report(report) if args.quiet else "\n".join(format_summary(report)))
     return 0 if report.passed else 1
