@@ -168,7 +168,8 @@ async def refit_and_query() -> None:
                 fit_only = time.perf_counter() - start
                 print(
                     f"{matches:>7} matches, {bots:>4} bots, {len(pairs):>6} pairs: refit {median_ms(samples):8.1f} ms "
-                    f"({fit.iterations} Newton steps from the stored ratings; a cold fit alone {fit_only * 1000:7.1f} ms, "
+                    f"({fit.iterations} Newton steps from the stored ratings; "
+                    f"a cold fit alone {fit_only * 1000:7.1f} ms, "
                     f"{cold.iterations} steps; "
                     f"writing the matches took {fill_s:.1f} s)"
                 )
