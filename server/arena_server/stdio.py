@@ -20,6 +20,7 @@ than the configured maximum message size, whatever the length prefix claims.
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import json
 from typing import TypeVar
@@ -173,122 +174,152 @@ def _kinds(cls: type[Message]) -> tuple[str, ...]:
     return tuple(f.name for f in cls.DESCRIPTOR.oneofs_by_name["kind"].fields)
 
 
-class FrameReader:
-    """Reads framed messages from an :class:`asyncio.StreamReader`.
+_NOT_A_JSON_LENGTH = (b'"', b"}", b" ", b"\n", b"\r", b"\t")
+"""Bytes that, after a 0x7B (``{``) length prefix, show the frame is really a JSON object."""
 
-    The stream's own buffer limit should be at least ``max_bytes`` (asyncio's
-    subprocess helpers take it as ``limit=``) so a JSON line is never split.
+
+class FrameParser:
+    """A push parser: feed it whatever bytes arrive, get back the complete payloads.
+
+    This is the codec the subprocess seat runs right in its pipe protocol (no
+    reader task, no per-byte awaits). :class:`FrameReader` wraps it for
+    ``asyncio.StreamReader`` users. Errors are raised as soon as the bytes
+    show them (a 2 GB length prefix fails before any payload arrives); after
+    an error the parser must not be fed again.
 
     Attributes:
-        bytes_read: Total bytes consumed, for diagnostics.
+        bytes_read: Total bytes consumed by complete frames, for diagnostics.
     """
 
-    def __init__(
-        self, stream: asyncio.StreamReader, framing: Framing, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    ) -> None:
-        self.stream = stream
+    __slots__ = ("_buffer", "_proto", "bytes_read", "framing", "line_limit", "max_bytes")
+
+    def __init__(self, framing: Framing, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.framing = framing
         self.max_bytes = max_bytes
+        self.line_limit = max(max_bytes + 2, 1 << 16)
+        """Bytes of a JSON line buffered before giving up on finding its newline."""
         self.bytes_read = 0
+        self._buffer = b""
+        self._proto = framing is Framing.PROTO
 
-    async def read_payload(self) -> bytes | None:
-        """The next raw payload, or None at a clean end of stream (between messages).
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add ``data``; return the payloads now complete (possibly none).
 
         Raises:
-            FrameError: a truncated or oversized frame.
+            FrameError: an oversized frame, an invalid length prefix, an overlong line.
         """
-        if self.framing is Framing.PROTO:
-            return await self._read_delimited()
-        return await self._read_line()
+        buffer = self._buffer + data if self._buffer else data
+        if self._proto:
+            payloads, used = self._delimited(buffer)
+        else:
+            payloads, used = self._lines(buffer)
+        self._buffer = buffer[used:] if used < len(buffer) else b""
+        return payloads
 
-    async def read(self, cls: type[M]) -> M | None:
-        """The next message of type ``cls``, or None at a clean end of stream."""
-        payload = await self.read_payload()
-        if payload is None:
-            return None
-        return parse_payload(payload, self.framing, cls)
+    def eof(self) -> None:
+        """The stream ended: fine between messages, an error inside one.
 
-    async def _read_delimited(self) -> bytes | None:
-        stream = self.stream
-        length = 0
-        shift = 0
-        first = b""
-        for index in range(10):
-            byte = await stream.read(1)
-            if not byte:
-                if index == 0:
-                    return None
+        Raises:
+            FrameError: the output ended inside a frame.
+        """
+        rest = self._buffer
+        if self._proto:
+            if not rest:
+                return
+            length, index = _varint(rest, 0)
+            first = rest[:index]
+            if length < 0:
                 raise FrameError(
                     "truncated",
-                    f"the output ended inside a length prefix (after {index} bytes {_preview(first)}); "
+                    f"the output ended inside a length prefix (after {len(rest)} bytes {_preview(rest)}); "
                     "expected a complete varint length followed by that many bytes.",
                 )
-            first += byte
-            self.bytes_read += 1
-            length |= (byte[0] & 0x7F) << shift
-            shift += 7
-            if not byte[0] & 0x80:
-                break
-        else:
-            raise FrameError(
-                "garbage",
-                f"the bytes {_preview(first)} are not a valid varint length prefix (more than 10 bytes).",
-            )
-        if length > self.max_bytes:
-            raise FrameError(
-                "too_large",
-                f"a length prefix {_preview(first)} announced a message of {length} bytes, more than the "
-                f"{self.max_bytes}-byte limit; a bot message is normally a few dozen bytes."
-                f"{_framing_hint(self.framing, first)}",
-            )
-        if length == 0:
-            return b""
-        prefix = b""
-        if first == b"{":
-            # 123 is also the length byte of a JSON object: look at one more byte before waiting for 122.
-            prefix = await stream.read(1)
-            self.bytes_read += len(prefix)
-            if prefix in (b"", b'"', b"}", b" ", b"\n", b"\r", b"\t"):
-                raise FrameError(
-                    "garbage",
-                    f"received {_preview(first + prefix)}, which is not a varint length prefix."
-                    f"{_framing_hint(self.framing, first)}",
-                )
-        try:
-            payload = prefix + await stream.readexactly(length - len(prefix))
-        except asyncio.IncompleteReadError as exc:
-            self.bytes_read += len(exc.partial)
+            partial = rest[index:]
+            if first == b"{":
+                if not partial:
+                    raise FrameError(
+                        "garbage",
+                        f"received {_preview(first)}, which is not a varint length prefix."
+                        f"{_framing_hint(self.framing, first)}",
+                    )
+                partial = partial[1:]
             raise FrameError(
                 "truncated",
-                f"the output ended after {len(exc.partial)} of the {length} bytes announced by the length "
-                f"prefix ({_preview(exc.partial)}); a message must be written completely and flushed.",
-            ) from None
-        self.bytes_read += length
-        return payload
+                f"the output ended after {len(partial)} of the {length} bytes announced by the length "
+                f"prefix ({_preview(partial)}); a message must be written completely and flushed.",
+            )
+        if rest.strip(b" \t\r\n"):
+            raise FrameError(
+                "truncated",
+                f"the output ended in the middle of a line ({_preview(rest, 80)}, no newline); "
+                "end every JSON message with a newline and flush."
+                f"{_framing_hint(self.framing, rest)}",
+            )
 
-    async def _read_line(self) -> bytes | None:
-        stream = self.stream
-        while True:
-            try:
-                line = await stream.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                self.bytes_read += len(exc.partial)
-                if not exc.partial.strip(b" \t\r\n"):
-                    return None
+    def _delimited(self, buffer: bytes) -> tuple[list[bytes], int]:
+        payloads: list[bytes] = []
+        pos = 0
+        size = len(buffer)
+        while pos < size:
+            head = buffer[pos]
+            if head < 0x80 and head != 0x7B and pos + 1 + head <= size:
+                # The common case: a one-byte length and the whole message already here.
+                payloads.append(buffer[pos + 1 : pos + 1 + head])
+                pos += 1 + head
+                continue
+            length, index = _varint(buffer, pos)
+            if length == -2:
                 raise FrameError(
-                    "truncated",
-                    f"the output ended in the middle of a line ({_preview(exc.partial, 80)}, no newline); "
-                    "end every JSON message with a newline and flush."
-                    f"{_framing_hint(self.framing, exc.partial)}",
-                ) from None
-            except asyncio.LimitOverrunError as exc:
+                    "garbage",
+                    f"the bytes {_preview(buffer[pos : pos + 10])} are not a valid varint length prefix "
+                    "(more than 10 bytes).",
+                )
+            if length < 0:
+                break  # the prefix is incomplete
+            first = buffer[pos:index]
+            if length > self.max_bytes:
                 raise FrameError(
                     "too_large",
-                    f"a line longer than the {self.max_bytes}-byte limit arrived "
-                    f"(at least {exc.consumed} bytes "
-                    "without a newline); expected one short JSON object per line.",
-                ) from None
-            self.bytes_read += len(line)
+                    f"a length prefix {_preview(first)} announced a message of {length} bytes, more than the "
+                    f"{self.max_bytes}-byte limit; a bot message is normally a few dozen bytes."
+                    f"{_framing_hint(self.framing, first)}",
+                )
+            if first == b"{":
+                # 123 is also the length byte of a JSON object: look at one more byte before waiting for 122.
+                if index >= size:
+                    break
+                follow = buffer[index : index + 1]
+                if follow in _NOT_A_JSON_LENGTH:
+                    raise FrameError(
+                        "garbage",
+                        f"received {_preview(first + follow)}, which is not a varint length prefix."
+                        f"{_framing_hint(self.framing, first)}",
+                    )
+            if index + length > size:
+                break
+            payloads.append(buffer[index : index + length])
+            pos = index + length
+        self.bytes_read += pos
+        return payloads, pos
+
+    def _lines(self, buffer: bytes) -> tuple[list[bytes], int]:
+        payloads: list[bytes] = []
+        pos = 0
+        limit = self.line_limit
+        while True:
+            newline = buffer.find(b"\n", pos)
+            if newline < 0 or newline - pos > limit:
+                waiting = (len(buffer) if newline < 0 else newline) - pos
+                if waiting > limit:
+                    raise FrameError(
+                        "too_large",
+                        f"a line longer than the {self.max_bytes}-byte limit arrived "
+                        f"(at least {waiting} bytes "
+                        "without a newline); expected one short JSON object per line.",
+                    )
+                break
+            line = buffer[pos : newline + 1]
+            pos = newline + 1
             if len(line) > self.max_bytes + 2:
                 raise FrameError(
                     "too_large",
@@ -296,8 +327,70 @@ class FrameReader:
                 )
             body = line.rstrip(b"\r\n")
             if body.strip(b" \t"):
-                return body
+                payloads.append(body)
             # blank lines between messages are tolerated
+        self.bytes_read += pos
+        return payloads, pos
+
+
+def _varint(buffer: bytes, pos: int) -> tuple[int, int]:
+    """(value, index after it) of the varint at ``pos``; value -1 when incomplete, -2 when over 10 bytes."""
+    length = 0
+    shift = 0
+    index = pos
+    end = len(buffer)
+    while True:
+        if index - pos >= 10:
+            return -2, index
+        if index >= end:
+            return -1, index
+        byte = buffer[index]
+        index += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return length, index
+
+
+class FrameReader:
+    """Reads framed messages from an :class:`asyncio.StreamReader` (a pull wrapper of :class:`FrameParser`)."""
+
+    def __init__(
+        self, stream: asyncio.StreamReader, framing: Framing, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    ) -> None:
+        self.stream = stream
+        self.framing = framing
+        self.parser = FrameParser(framing, max_bytes)
+        self._ready: collections.deque[bytes] = collections.deque()
+        self._ended = False
+
+    @property
+    def bytes_read(self) -> int:
+        return self.parser.bytes_read
+
+    async def read_payload(self) -> bytes | None:
+        """The next raw payload, or None at a clean end of stream (between messages).
+
+        Raises:
+            FrameError: a truncated or oversized frame.
+        """
+        while not self._ready:
+            if self._ended:
+                return None
+            data = await self.stream.read(1 << 16)
+            if not data:
+                self._ended = True
+                self.parser.eof()
+                return None
+            self._ready.extend(self.parser.feed(data))
+        return self._ready.popleft()
+
+    async def read(self, cls: type[M]) -> M | None:
+        """The next message of type ``cls``, or None at a clean end of stream."""
+        payload = await self.read_payload()
+        if payload is None:
+            return None
+        return parse_payload(payload, self.framing, cls)
 
 
 def message_kind(message: Message) -> str:

@@ -27,7 +27,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ from arena_server.sandbox import (
     build_launch,
     probe_isolation,
 )
-from arena_server.stdio import DEFAULT_MAX_MESSAGE_BYTES, FrameError, FrameReader, Framing, encode
+from arena_server.stdio import DEFAULT_MAX_MESSAGE_BYTES, FrameError, FrameParser, Framing, encode, parse_payload
 
 PROTOCOL_VERSION = "arena.v1"
 SERVER_VERSION = "arena/0.1"
@@ -187,6 +187,9 @@ class SubprocessSeat(Seat):
         """The last Turn the bot was given."""
         self._proc: asyncio.subprocess.Process | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._parser: FrameParser | None = None
+        self._pipes: _BotPipes | None = None
+        """The stdout codec of the running process; None once its output is no longer read."""
         self._scratch: str | None = None
         self._hello_future: asyncio.Future[bs.Hello | Answer] | None = None
         self._pending: tuple[int, asyncio.Future[tuple[int, float] | Answer | None]] | None = None
@@ -252,7 +255,8 @@ class SubprocessSeat(Seat):
         self._latest_turn = turn.turn_id
         stderr_before = self.log.total
         sent = time.perf_counter()
-        self.last_turn = message = bs.ServerMessage(turn=turn_to_proto(turn, moves))
+        self.last_turn = message = bs.ServerMessage()
+        turn_to_proto(turn, moves, message.turn)
         self._send(message)
         if self._failure is not None:
             self._pending = None
@@ -356,29 +360,24 @@ class SubprocessSeat(Seat):
         self.log.note(f"command: {program.describe()} in {spec.cwd}")
         loop = asyncio.get_running_loop()
         self._hello_future = loop.create_future()
+        self._parser = FrameParser(program.framing, program.max_message_bytes)
         try:
-            self._proc = await asyncio.create_subprocess_exec(
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _BotPipes(loop, self._on_stdout, self._on_stdout_eof, self._on_stderr),
                 *spec.argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=spec.cwd,
                 env=spec.env,
-                limit=max(program.max_message_bytes + 2, 1 << 16),
                 preexec_fn=spec.preexec,
                 **spec.popen_kwargs,  # type: ignore[arg-type]
             )
         except OSError as exc:
             return Answer(None, 0.0, Termination.CRASH, f"could not be started: {exc}")
-        proc = self._proc
-        assert proc.stdout is not None and proc.stderr is not None
-        self._tasks = [
-            asyncio.ensure_future(
-                self._read_stdout(FrameReader(proc.stdout, program.framing, program.max_message_bytes))
-            ),
-            asyncio.ensure_future(self._drain_stderr(proc.stderr)),
-            asyncio.ensure_future(self._watch_exit(proc)),
-        ]
+        self._proc = proc = asyncio.subprocess.Process(transport, protocol, loop)
+        self._pipes = protocol
+        self._tasks = [asyncio.ensure_future(self._watch_exit(proc))]
         started = time.perf_counter()
         try:
             hello = await asyncio.wait_for(asyncio.shield(self._hello_future), program.startup_timeout)
@@ -447,30 +446,51 @@ class SubprocessSeat(Seat):
         if self._pending is not None and not self._pending[1].done():
             self._pending[1].set_result(failure)
 
-    async def _read_stdout(self, reader: FrameReader) -> None:
+    def _on_stdout(self, data: bytes) -> None:
+        """Bytes from the bot's stdout, straight from the pipe: parse and dispatch every complete message."""
+        parser = self._parser
+        if parser is None:
+            return
         try:
-            while True:
-                try:
-                    message = await reader.read(bs.BotMessage)
-                except FrameError as exc:
-                    code = bs.ERROR_CODE_TOO_LARGE if exc.kind == "too_large" else bs.ERROR_CODE_BAD_MESSAGE
-                    where = self._where()
-                    self._fail(
-                        Termination.PROTOCOL_ERROR,
-                        f"wrote something unreadable on stdout {where}: {exc.message}",
-                        bs.Error(code=code, message=exc.message, fatal=True),
-                    )
-                    return
+            try:
+                payloads = parser.feed(data)
                 received = time.perf_counter()
-                if message is None:
-                    await self._on_eof()
-                    return
-                self.messages_received += 1
-                self._dispatch(message, received)
-        except asyncio.CancelledError:
-            raise
+                for payload in payloads:
+                    message = parse_payload(payload, self.program.framing, bs.BotMessage)
+                    self.messages_received += 1
+                    self._dispatch(message, received)
+            except FrameError as exc:
+                self._parser = None  # nothing after garbage is read
+                code = bs.ERROR_CODE_TOO_LARGE if exc.kind == "too_large" else bs.ERROR_CODE_BAD_MESSAGE
+                self._fail(
+                    Termination.PROTOCOL_ERROR,
+                    f"wrote something unreadable on stdout {self._where()}: {exc.message}",
+                    bs.Error(code=code, message=exc.message, fatal=True),
+                )
         except Exception as exc:  # a bug here must still end the match cleanly
+            self._parser = None
             self._fail(Termination.CRASH, f"could not be read: {exc!r}")
+
+    def _on_stdout_eof(self) -> None:
+        parser = self._parser
+        if parser is None:
+            return
+        self._parser = None
+        if self._stopping:
+            return
+        try:
+            parser.eof()
+        except FrameError as exc:
+            self._fail(
+                Termination.PROTOCOL_ERROR,
+                f"wrote something unreadable on stdout {self._where()}: {exc.message}",
+                bs.Error(code=bs.ERROR_CODE_BAD_MESSAGE, message=exc.message, fatal=True),
+            )
+            return
+        self._tasks.append(asyncio.ensure_future(self._on_eof()))
+
+    def _on_stderr(self, data: bytes) -> None:
+        self.log.write(data)
 
     def _where(self) -> str:
         if self.hello is None and self._hello_future is not None and not self._hello_future.done():
@@ -601,14 +621,6 @@ class SubprocessSeat(Seat):
             reason += f"; its stderr ends with {last!r}"
         self._fail(Termination.CRASH, reason)
 
-    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
-        with contextlib.suppress(ConnectionError):
-            while True:
-                chunk = await stream.read(1 << 16)
-                if not chunk:
-                    return
-                self.log.write(chunk)
-
     async def _watch_exit(self, proc: asyncio.subprocess.Process) -> None:
         self.returncode = await proc.wait()
         self._exited.set()
@@ -631,7 +643,10 @@ class SubprocessSeat(Seat):
             proc.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._exited.wait(), 5.0)
-        # Readers normally end at EOF; a descendant that escaped the group could hold the pipes open.
+        # The pipes normally end at once; a descendant that escaped the group could hold them open.
+        if self._pipes is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._pipes.output_closed.wait(), 1.0)
         _done, pending = await asyncio.wait(self._tasks, timeout=1.0) if self._tasks else (set(), set())
         for task in pending:
             task.cancel()
@@ -646,7 +661,49 @@ class SubprocessSeat(Seat):
             how = describe_exit(self.returncode, self.program.limits, self.log.text())
         self.log.note(f"process {proc.pid} stopped: {how}")
         self._proc = None
+        self._pipes = None
+        self._parser = None
         self._tasks = []
+
+
+class _BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
+    """The process's pipes: stdout and stderr go straight to callbacks as they arrive.
+
+    stdin keeps asyncio's StreamWriter. Reading stdout here, in the event loop's
+    own callback, saves a reader task, a StreamReader buffer and an await per
+    message on every move.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_stdout: Callable[[bytes], None],
+        on_stdout_eof: Callable[[], None],
+        on_stderr: Callable[[bytes], None],
+    ) -> None:
+        super().__init__(limit=1 << 16, loop=loop)
+        self.output_closed = asyncio.Event()
+        """Set when both stdout and stderr have reached their end (everything the bot wrote was seen)."""
+        self._open_outputs = 2
+        self._on_stdout = on_stdout
+        self._on_stdout_eof = on_stdout_eof
+        self._on_stderr = on_stderr
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        assert isinstance(data, bytes)
+        if fd == 1:
+            self._on_stdout(data)
+        elif fd == 2:
+            self._on_stderr(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._on_stdout_eof()
+        if fd in (1, 2):
+            self._open_outputs -= 1
+            if not self._open_outputs:
+                self.output_closed.set()
+        super().pipe_connection_lost(fd, exc)
 
 
 _EXPIRED = None
