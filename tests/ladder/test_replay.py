@@ -119,12 +119,10 @@ async def test_export_over_grpc_and_feed_into_a_local_bot(live_server: LiveServe
     assert other.turns == same.turns and other.different
 
 
-def test_replay_steps_walk_to_the_final_position() -> None:
-    import asyncio
-
+async def test_replay_steps_walk_to_the_final_position() -> None:
     game = load_game("tic_tac_toe")
     seats = [InProcessSeat(RandomBot(1), SeatInfo(0, "a")), InProcessSeat(RandomBot(2), SeatInfo(1, "b"))]
-    record = asyncio.run(play_match(game, seats, TC, seed="s"))  # type: ignore[arg-type]
+    record = await play_match(game, seats, TC, seed="s")
     steps = list(replay_steps(record))
     assert len(steps) == len(record.moves)
     assert steps[-1].state.is_terminal() and tuple(steps[-1].state.returns()) == record.returns
