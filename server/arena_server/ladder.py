@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import math
 import random
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,7 +153,11 @@ class Ladder:
             while not self._stopping:
                 launched = False
                 while len(self.units) < self.config.concurrency and not self._stopping:
-                    unit = self.pick()
+                    try:
+                        unit = self.pick()
+                    except Exception as exc:  # keep scheduling; say what went wrong
+                        print(f"arena: ladder matchmaking failed: {exc!r}", file=sys.stderr, flush=True)
+                        unit = None
                     if unit is None:
                         break
                     pool, names = unit
@@ -302,6 +307,15 @@ class Ladder:
 
     async def _unit(self, pool: _Pool, names: list[str]) -> None:
         """One scheduled unit: a match, or the duplicate set of a dice game."""
+        try:
+            await self._play_unit(pool, names)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the ladder must outlive any one match
+            print(f"arena: ladder match between {', '.join(names)} failed: {exc!r}", file=sys.stderr, flush=True)
+            await asyncio.sleep(1.0)
+
+    async def _play_unit(self, pool: _Pool, names: list[str]) -> None:
         game = pool.game
         if game.name in DICE_GAMES:
             seed = new_seed()
