@@ -6,6 +6,11 @@ Errors a user can fix are printed as one line (``arena: ...``) with exit code
 
 from __future__ import annotations
 
+import os
+
+# Rating fits are small; multi-threaded BLAS only fights the server for 2 cores (set before numpy loads).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import importlib
 import sys

@@ -483,9 +483,15 @@ async def crosstable(conn: aiosqlite.Connection, pool: str) -> list[rt.PairTotal
 
 
 async def current_versions(conn: aiosqlite.Connection, names: Iterable[str] | None = None) -> dict[str, int]:
-    """The newest registered version of each bot (bots absent from ``bot_versions`` are version 1)."""
+    """The newest accepted version of each bot (bots absent from ``bot_versions`` are version 1).
+
+    Rejected and still-checking submissions do not count: they never play, so
+    they must not lift a pause either.
+    """
     rows = await _rows(
-        conn, "SELECT b.name, MAX(v.version) FROM bots b JOIN bot_versions v ON v.bot_id = b.id GROUP BY b.name"
+        conn,
+        "SELECT b.name, MAX(v.version) FROM bots b JOIN bot_versions v ON v.bot_id = b.id "
+        "WHERE v.status = 'accepted' GROUP BY b.name",
     )
     wanted = set(names) if names is not None else None
     return {n: int(v) for n, v in rows if wanted is None or n in wanted}
