@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -13,6 +15,19 @@ import arena_bots
 from arena_server.hub import Hub
 from arena_server.service import running_server
 from arena_server.store import Store
+
+T = TypeVar("T")
+
+
+def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """Call ``fn(*args)`` in a fresh thread and return its result (exceptions propagate).
+
+    For synchronous tests that call code using ``asyncio.run`` (the CLI): run on the
+    main thread, it would close and unset the main thread's event loop, which the
+    async tests of this session share.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(fn, *args).result()
 
 
 @dataclass

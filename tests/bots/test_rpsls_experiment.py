@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from arena_bots.experiments import rpsls_thesis
+from tests.conftest import in_thread
 
 
 def test_ceilings_match_the_spec_appendix() -> None:
@@ -26,7 +27,7 @@ def test_fixed_preference_strings_put_rock_on_every_kth_move() -> None:
 
 def test_quick_run_writes_every_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "rpsls.md"
-    assert rpsls_thesis.main(["--quick", "--out", str(out), "--seed", "7"]) == 0
+    assert in_thread(rpsls_thesis.main, ["--quick", "--out", str(out), "--seed", "7"]) == 0
     text = out.read_text()
     for title in (
         "Table 4.1",

@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from arena_server.commands import check_bot
+from tests.conftest import in_thread
 from tests.server._stdio_helpers import FAKES, PLAIN_PYTHON_BOT, PYTHON
 
 
@@ -14,7 +15,7 @@ def run_check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]
     parser = argparse.ArgumentParser(prog="arena")
     check_bot.register(parser.add_subparsers())
     args = parser.parse_args(["check-bot", *argv])
-    code = args.func(args)
+    code = in_thread(args.func, args)
     return code, capsys.readouterr().out
 
 

@@ -14,6 +14,7 @@ from arena_client import Bot, MatchInfo, SeatInfo, Termination, TimeControl, Tur
 from arena_games import load_game
 from arena_server.referee import MatchControl, play_match, seed_hash
 from arena_server.seats import InProcessSeat
+from tests.conftest import in_thread
 
 
 def seats(*bots: Bot) -> list[InProcessSeat]:
@@ -181,4 +182,4 @@ async def test_matches_run_side_by_side() -> None:
 
 def test_wrong_seat_count_is_an_error() -> None:
     with pytest.raises(ValueError, match="needs 2 seats"):
-        asyncio.run(play_match(load_game("rps"), seats(RandomBot(1))))
+        in_thread(asyncio.run, play_match(load_game("rps"), seats(RandomBot(1))))

@@ -29,7 +29,7 @@ from arena_games import load_game
 from arena_server.hub import Hub
 from arena_server.service import running_server
 from arena_server.store import Store
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, in_thread
 from tests.fakes.grpc_bots import RawBot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -432,7 +432,7 @@ def test_crash_recovery_marks_running_matches_aborted(tmp_path: Path) -> None:
         await store.start_match(record)
         await store.conn.close()  # no finish_match: as if the server died
 
-    asyncio.run(half_written())
+    in_thread(asyncio.run, half_written())
     os.remove(str(db) + ".lock")
 
     async def reopen() -> tuple[int, object]:
@@ -442,5 +442,5 @@ def test_crash_recovery_marks_running_matches_aborted(tmp_path: Path) -> None:
         finally:
             await store.close()
 
-    count, record = asyncio.run(reopen())
+    count, record = in_thread(asyncio.run, reopen())
     assert count == 1 and record.termination == Termination.ABORTED  # type: ignore[attr-defined]
