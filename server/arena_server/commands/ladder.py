@@ -116,7 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     common(q)
     q.add_argument("--limit", type=int, default=100)
     q.set_defaults(func=_leaderboard)
-    q = lsub.add_parser("crosstable", help="every pair's games and score with its 95% interval")
+    q = lsub.add_parser("crosstable", help="every pair's games and score with its 95%% interval")
     common(q)
     q.set_defaults(func=_crosstable)
     q = lsub.add_parser("matches", help="a bot's recent matches")

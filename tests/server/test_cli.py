@@ -1,0 +1,56 @@
+"""The ``arena`` command line: every help page renders; user errors are one line."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from arena_server.cli import build_parser
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [prefix]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += _commands(sub, (*prefix, name))
+    return found
+
+
+COMMANDS = _commands(build_parser())
+
+
+def test_the_expected_commands_exist() -> None:
+    top = {c[0] for c in COMMANDS if len(c) == 1}
+    expected = {"serve", "games", "match", "play", "watch", "profile", "experiment", "check-bot"}
+    expected |= {"bot", "tournament", "ladder", "ratings", "replay"}
+    assert expected <= top
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "arena")
+def test_help_renders(command: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args([*command, "--help"])
+    assert done.value.code == 0
+    assert "usage: arena" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["match", "random"], "rps needs 2 bots, got 1"),
+        (["match", "random", "rock", "-p", "signs"], "must look like NAME=VALUE"),
+        (["match", "random", "rock", "--per-move", "0"], "per_move must be positive"),
+        (["games", "--colour"], "unrecognized arguments: --colour"),
+        (["serve", "--port", "99999"], "--port 99999 is out of range"),
+        (["nonsense"], "invalid choice: 'nonsense'"),
+    ],
+)
+def test_user_errors_are_one_line(argv: list[str], message: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "arena_server.cli", *argv], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("arena: ") and message in lines[0], out.stderr
