@@ -64,29 +64,25 @@ async def start_raw_match(
     return raw, started, turn
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server_process(port: int, db: Path) -> subprocess.Popen[str]:
+    """``arena serve`` as a real process on 127.0.0.1:``port`` (its first stdout line says "serving on")."""
+    argv = ["serve", "--port", str(port), "--db", str(db), "--host", "127.0.0.1"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "arena_server.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
 def test_sdk_bot_in_another_process_plays_hosted_bot(tmp_path: Path) -> None:
     """The foundation's promise: a ten-line SDK bot in its own process, a real server, a real database."""
     db = tmp_path / "arena.db"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "arena_server.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--db",
-            str(db),
-            "--host",
-            "127.0.0.1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    port = free_port()
+    server = start_server_process(port, db)
     try:
         assert server.stdout is not None
         line = server.stdout.readline()
@@ -324,9 +320,7 @@ async def test_health_and_reflection(live_server: LiveServer) -> None:
 
 
 async def test_sdk_reconnects_when_the_server_comes_back(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     client = Client(Paper(), f"127.0.0.1:{port}", name="patient")
     task = asyncio.ensure_future(client.play(opponent="rock", params={"rounds": 10}, max_backoff=0.5))
     await asyncio.sleep(1.0)  # nobody is listening yet: the client backs off and retries
@@ -343,26 +337,8 @@ async def test_sdk_reconnects_when_the_server_comes_back(tmp_path: Path) -> None
 
 def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
     db = tmp_path / "arena.db"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "arena_server.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--db",
-            str(db),
-            "--host",
-            "127.0.0.1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    port = free_port()
+    server = start_server_process(port, db)
     bot = tmp_path / "slow.py"
     bot.write_text(
         textwrap.dedent(f"""
