@@ -86,6 +86,9 @@ class LadderConfig:
         refit_interval: Seconds between refits of dirty pools.
         seed: Seeds the pairing RNG (match seeds stay random).
         bots: Restrict the ladder to these bot names (empty: every bot that plays the game).
+        min_interval: Seconds between the starts of two ladder matches (0: as fast as the bots
+            allow). ``arena serve`` paces its ladder so that a server left running does not fill
+            the disk with millions of matches of settled pairs.
     """
 
     games: Sequence[Game]
@@ -99,6 +102,7 @@ class LadderConfig:
     refit_interval: float = 2.0
     seed: int | None = None
     bots: Sequence[str] = ()
+    min_interval: float = 0.0
 
 
 @dataclass
@@ -135,6 +139,7 @@ class Ladder:
         self.units: set[asyncio.Task[None]] = set()
         self.matches_played = 0
         self._wake = asyncio.Event()
+        self._halted = asyncio.Event()
         self._stopping = False
         self._turn = 0
         self._task: asyncio.Task[None] | None = None
@@ -163,6 +168,10 @@ class Ladder:
                     pool, names = unit
                     self._launch(pool, names)
                     launched = True
+                    if self.config.min_interval > 0:
+                        # Only halt() cuts the pause short (a finished match does not).
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._halted.wait(), self.config.min_interval)
                 if not launched or len(self.units) >= self.config.concurrency:
                     self._wake.clear()
                     with contextlib.suppress(TimeoutError):
@@ -176,6 +185,7 @@ class Ladder:
     def halt(self) -> None:
         """Stop scheduling new matches (running ones go on)."""
         self._stopping = True
+        self._halted.set()
         self._wake.set()
 
     async def stop(self) -> None:

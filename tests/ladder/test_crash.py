@@ -39,6 +39,8 @@ def serve(db: Path) -> subprocess.Popen[str]:
             "rps:signs=5,rounds=200",
             "--ladder-bots",
             "rock,rotate,beat-last,random,markov-1",
+            "--ladder-interval",
+            "0",
             "--concurrency",
             "4",
             "--per-bot",

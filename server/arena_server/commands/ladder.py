@@ -54,6 +54,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="pause a bot after N failed ladder matches in a row (default 3)",
     )
     g.add_argument("--ladder-seed", type=int, default=None, help="seed the pairing (default: random)")
+    g.add_argument(
+        "--ladder-interval",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="pause between the starts of two ladder matches (default 0.5; 0 = as fast as possible)",
+    )
 
 
 def ladder_config(args: argparse.Namespace) -> LadderConfig | None:
@@ -73,12 +80,15 @@ def ladder_config(args: argparse.Namespace) -> LadderConfig | None:
             raise CliError(f"--ladder-game {spec}: {exc}") from None
     if args.concurrency < 1 or args.per_bot < 1 or args.pause_after < 1:
         raise CliError("--concurrency, --per-bot and --pause-after must be at least 1")
+    if args.ladder_interval < 0:
+        raise CliError(f"--ladder-interval {args.ladder_interval:g} must be 0 or more seconds")
     return LadderConfig(
         games=games,
         concurrency=args.concurrency,
         per_bot=args.per_bot,
         pause_after=args.pause_after,
         seed=args.ladder_seed,
+        min_interval=args.ladder_interval,
         bots=tuple(b.strip() for b in args.ladder_bots.split(",") if b.strip()),
     )
 
