@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 import itertools
 import secrets
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from arena_bots import HostedBot
@@ -23,7 +25,7 @@ from arena_games import Game, GameError, State, load_game
 from arena_server.bot_registry import BotRegistry, default_data_dir
 from arena_server.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
 from arena_server.ladder_store import rating_change
-from arena_server.referee import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match
+from arena_server.referee import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match, seed_hash
 from arena_server.remote import RemoteSession
 from arena_server.seats import InProcessSeat
 from arena_server.store import Store
@@ -179,13 +181,10 @@ class Hub:
                 seats=tuple(s.info for s in seats),
                 time_control=tc,
                 seed=seed,
-                seed_sha256="",
-                started_at=_now(),
+                seed_sha256=seed_hash(seed),
+                started_at=datetime.now(UTC),
                 rated=rated,
             )
-            from arena_server.referee import seed_hash
-
-            record.seed_sha256 = seed_hash(seed)
             if self.store is not None:
                 await self.store.start_match(record)
             else:
@@ -242,17 +241,24 @@ class Hub:
             record.termination = Termination.ABORTED
             record.reason = f"the server failed while running the match: {exc!r}"
             record.returns = tuple(0.0 for _ in record.seats)
-            record.ended_at = _now()
+            record.ended_at = datetime.now(UTC)
         finally:
             for session in locked:
                 if session.busy.locked():
                     session.busy.release()
             if self.store is not None and record.termination is not None:
-                # On failure the match stays 'running' in the store and is marked aborted at restart.
-                with contextlib.suppress(Exception):
+                try:
                     # Ladder (issue 5): a rated match and its rating change commit together.
                     hook = chain_hooks(rating_change(record), seat_outcomes(record, seats))  # + logs, failures
                     await asyncio.shield(self.store.finish_match(record, hook))
+                except Exception as exc:
+                    # The match stays 'running' in the store and is marked aborted at the next start.
+                    print(
+                        f"arena: could not record the end of match {record.match_id}: {exc!r}; "
+                        "it will be marked aborted when the server restarts",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             for seat in seats:
                 if isinstance(seat, SubprocessSeat):
                     with contextlib.suppress(Exception):
@@ -316,9 +322,3 @@ class Hub:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def _now() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC)
