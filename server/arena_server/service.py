@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import grpc
@@ -26,6 +28,7 @@ from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import (
     duration,
     observation_to_proto,
+    param_value,
     params_from_proto,
     params_to_proto,
     seat_to_proto,
@@ -102,17 +105,11 @@ def record_to_proto(record: MatchRecord, running: bool = False, with_moves: bool
                     seat=player,
                     action=action,
                     label=game.action_to_string(player, action),
-                    elapsed=duration(_td(elapsed)),
+                    elapsed=duration(timedelta(seconds=elapsed)),
                     legal=legal,
                 )
             )
     return msg
-
-
-def _td(seconds: float) -> Any:
-    from datetime import timedelta
-
-    return timedelta(seconds=seconds)
 
 
 class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
@@ -120,6 +117,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
+        self._challenge_ids = itertools.count(1)
 
     async def Play(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
         hub = self.hub
@@ -266,7 +264,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
 
     async def _challenge(self, session: RemoteSession, ch: bs.Challenge) -> None:
         hub = self.hub
-        challenge_id = f"c-{id(ch):x}"
+        challenge_id = f"c-{next(self._challenge_ids)}"
 
         async def status(state: int, **kw: Any) -> None:
             await session.send(
@@ -351,18 +349,8 @@ def list_games_proto() -> gp.ListGamesResponse:
                 p.min = spec.min
             if spec.max is not None:
                 p.max = spec.max
-            params_to_proto({"v": spec.default}, _Box(p))
+            param_value(spec.default, p.default)
     return out
-
-
-class _Box:
-    """Adapter so params_to_proto can fill a single ParamValue field."""
-
-    def __init__(self, spec: gp.ParamSpec) -> None:
-        self.spec = spec
-
-    def __getitem__(self, key: str) -> common.ParamValue:
-        return self.spec.default
 
 
 class MatchServicer(mp_grpc.MatchServiceServicer):

@@ -61,16 +61,22 @@ def duration(value: timedelta) -> Duration:
     return d
 
 
+def param_value(value: ParamValue, out: common.ParamValue | None = None) -> common.ParamValue:
+    """One parameter value as ``arena.v1.ParamValue`` (filling ``out`` if given)."""
+    pv = common.ParamValue() if out is None else out
+    if isinstance(value, bool):
+        pv.bool_value = value
+    elif isinstance(value, int):
+        pv.int_value = value
+    else:
+        pv.string_value = str(value)
+    return pv
+
+
 def params_to_proto(params: Mapping[str, ParamValue], target: Any) -> None:
     """Fill a ``map<string, ParamValue>`` field from a dict."""
     for key, value in params.items():
-        pv = target[key]
-        if isinstance(value, bool):
-            pv.bool_value = value
-        elif isinstance(value, int):
-            pv.int_value = value
-        else:
-            pv.string_value = str(value)
+        param_value(value, target[key])
 
 
 def params_from_proto(pmap: Mapping[str, common.ParamValue]) -> dict[str, ParamValue]:
