@@ -22,7 +22,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
@@ -30,6 +29,7 @@ from arena_client.types import MatchInfo, MatchResult, PublicMove, Termination, 
 from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, State
 from arena_server.referee import MatchRecord
 from arena_server.stdio import FrameError, FrameReader, Framing, encode, parse_payload
+from arena_server.terminal import render
 
 
 @dataclass
@@ -275,50 +275,6 @@ async def feed(
 # -- terminal rendering ---------------------------------------------------------------------------
 
 
-def render_observation(obs: Any) -> str:
-    """A few lines of text for one observation (board, dice, scores)."""
-    name = type(obs).__name__
-    if name == "TicTacToeObservation":
-        marks = {-1: ".", 0: "X", 1: "O"}
-        rows = [
-            " ".join(marks.get(c, str(c)) for c in obs.board[r * obs.cols : (r + 1) * obs.cols])
-            for r in range(obs.rows)
-        ]
-        return "\n".join(rows)
-    if name == "DotsAndBoxesObservation":
-        return _render_dots(obs)
-    if name == "LiarsDiceObservation":
-        bids = " ".join(f"{b.quantity}x{b.face}" for b in obs.bids) if obs.bids else "(no bids yet)"
-        dice = " ".join(str(d) for d in obs.my_dice) or "-"
-        return f"round {obs.round}  dice left {list(obs.dice_counts)}  my dice: {dice}  bids: {bids}"
-    if name == "RpsObservation":
-        last = " vs ".join(str(x) for x in obs.last_round) or "-"
-        return f"round {obs.round}/{obs.rounds}  wins {list(obs.wins)}  last round {last}"
-    return repr(obs)
-
-
-def _render_dots(obs: Any) -> str:
-    from arena_games.dots_and_boxes import edge_index
-
-    rows, cols = obs.rows, obs.cols
-    lines = []
-    for r in range(rows + 1):
-        line = "+"
-        for c in range(cols):
-            line += ("---" if obs.edges[edge_index(rows, cols, True, r, c)] else "   ") + "+"
-        lines.append(line)
-        if r < rows:
-            line = ""
-            for c in range(cols + 1):
-                line += "|" if obs.edges[edge_index(rows, cols, False, r, c)] else " "
-                if c < cols:
-                    owner = obs.box_owners[r * cols + c]
-                    line += f" {owner if owner >= 0 else ' '} "
-            lines.append(line)
-    lines.append(f"scores {list(obs.scores)}")
-    return "\n".join(lines)
-
-
 def describe_step(record: MatchRecord, step: Step) -> str:
     """The text shown for one step: the moves, the truth, and each seat's view when they differ."""
     game = record.game
@@ -326,7 +282,9 @@ def describe_step(record: MatchRecord, step: Step) -> str:
     moves = ", ".join(
         f"{'chance' if p == CHANCE else f'seat {p} ({who.get(p, p)})'}: {label}" for p, _a, label in step.actions
     )
-    views = [render_observation(step.state.observation(s)) for s in range(game.num_players)]
+    names = tuple(s.bot_name for s in sorted(record.seats, key=lambda s: s.seat))
+    # The same pictures as `arena play` and `arena watch`; no "(you)" label, so equal views compare equal.
+    views = [render(game, step.state.observation(s), None, names) for s in range(game.num_players)]
     out = [f"ply {step.ply}  {moves}"]
     if len(set(views)) == 1:
         out.append(_indent(views[0]))
