@@ -39,7 +39,7 @@ from arena_server.conformance import (
 from arena_server.hub import Hub
 from arena_server.referee import Seat
 from arena_server.remote import RemoteSeat, RemoteSession
-from arena_server.service import BotSessionServicer, GameServicer
+from arena_server.service import BotSessionServicer, GameServicer, bind_port
 
 
 class Conversation:
@@ -216,13 +216,7 @@ async def check_remote_bot(
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     bs_grpc.add_BotSessionServiceServicer_to_server(servicer, server)
     gp_grpc.add_GameServiceServicer_to_server(GameServicer(), server)
-    address = f"{host}:{port}"
-    try:
-        bound = server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise OSError(f"cannot listen on {address}: {exc}") from exc
-    if bound == 0:
-        raise OSError(f"cannot listen on {address}: the port is in use or not allowed")
+    bound = bind_port(server, host, port)
     target = f"remote bot at {host}:{bound}"
     report = CheckReport(target)
     add = finding_adder(report, progress)

@@ -463,14 +463,23 @@ async def build_server(hub: Hub, host: str = "127.0.0.1", port: int = 50051) -> 
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    return server, bind_port(server, host, port)
+
+
+def bind_port(server: grpc.aio.Server, host: str, port: int) -> int:
+    """Listen on ``host:port`` (0 picks a free port) and return the port.
+
+    Raises:
+        OSError: the address cannot be bound, with a message saying so.
+    """
     address = f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(address)
+        bound = int(server.add_insecure_port(address))
     except RuntimeError as exc:
         raise OSError(f"cannot listen on {address}: {exc}") from exc
     if bound == 0:
         raise OSError(f"cannot listen on {address}: the port is in use or not allowed")
-    return server, bound
+    return bound
 
 
 @contextlib.asynccontextmanager
