@@ -21,7 +21,7 @@ from typing import Any
 
 from arena_bots import HostedBot
 from arena_client import PublicMove, SeatInfo, Termination, TimeControl
-from arena_games import Game, GameError, State, load_game
+from arena_games import CHANCE, Game, GameError, State, load_game
 from arena_server.bot_registry import BotRegistry, default_data_dir
 from arena_server.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
 from arena_server.ladder_store import rating_change
@@ -47,14 +47,12 @@ class HubError(Exception):
 
 @dataclass
 class RunningMatch:
-    """A match in progress and the people watching it."""
+    """A match in progress and the people watching it (their queues, told when it closes)."""
 
     record: MatchRecord
     control: MatchControl
     task: asyncio.Task[MatchRecord] | None = None
-    public_moves: list[PublicMove] = field(default_factory=list)
     watchers: list[asyncio.Queue[tuple[str, Any]]] = field(default_factory=list)
-    last_state: State | None = None
 
 
 class Hub:
@@ -212,17 +210,6 @@ class Hub:
 
     async def _run(self, running: RunningMatch, seats: list[Seat], locked: list[RemoteSession]) -> MatchRecord:
         record = running.record
-
-        def listen(kind: str, payload: Any) -> None:
-            if kind == "moves":
-                moves, state = payload
-                running.public_moves.extend(moves)
-                running.last_state = state
-                if running.watchers:  # the spectator's view at this very moment, built once for all
-                    payload = (moves, state.observation(None))
-            for queue in running.watchers:
-                queue.put_nowait((kind, payload))
-
         try:
             await asyncio.sleep(0)  # let spectators already waiting for this match subscribe first
             # The referee fills in this very record, so it is complete before any seat hears the end.
@@ -233,7 +220,7 @@ class Hub:
                 record.seed,
                 record.match_id,
                 running.control,
-                [listen],
+                (),
                 record.rated,
                 record=record,
             )
@@ -295,10 +282,18 @@ class Hub:
                 yield "ended", stored
             return
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def listen(kind: str, payload: Any) -> None:
+            if kind == "moves":  # the spectator's view at this very moment
+                moves, state = payload
+                payload = (moves, state.observation(None))
+            queue.put_nowait((kind, payload))
+
         # Subscribe and take the catch-up in one step: later moves arrive through the queue only.
+        control = running.control
+        caught_up, seen = _catch_up(running.record.game, control.state)
+        control.listeners.append(listen)
         running.watchers.append(queue)
-        caught_up = list(running.public_moves)
-        seen = running.last_state.observation(None) if running.last_state is not None else None
         try:
             yield "started", running.record
             if caught_up and seen is not None:
@@ -315,6 +310,8 @@ class Hub:
         finally:
             if queue in running.watchers:
                 running.watchers.remove(queue)
+            if listen in control.listeners:
+                control.listeners.remove(listen)
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         """Run a background task the hub keeps a reference to."""
@@ -322,3 +319,15 @@ class Hub:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:
+    """The public moves so far and the spectator's view now, from the live state's history."""
+    if state is None or not state.history:
+        return [], None
+    moves = [
+        PublicMove(player, action, game.action_to_string(player, action))
+        for player, action in state.history
+        if player != CHANCE or game.chance_is_public
+    ]
+    return moves, state.observation(None)

@@ -37,7 +37,7 @@ from arena_client.types import (
     Turn,
     Update,
 )
-from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, Game, describe_actions
+from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, Game, State, describe_actions
 
 _ZERO = timedelta(0)
 
@@ -159,27 +159,33 @@ class MatchRecord:
         return f"match {self.match_id} {self.game!r}: {names}  {scores}  ({term}: {self.reason})"
 
 
+MatchListener = Callable[[str, Any], None]
+"""Spectator hook: called with ("moves", (public_moves, state)) and ("ended", record)."""
+
+
 class MatchControl:
-    """Lets the server abort a running match (e.g. on shutdown).
+    """The server's handle on a running match: abort it, watch it.
 
     ``abort`` sets a flag the referee checks before every decision and, while
-    the referee waits for remote answers, cancels that wait.
+    the referee waits for remote answers, cancels that wait. ``listeners`` may
+    change while the match runs: the referee builds public moves for them only
+    while there is at least one (or a seat needs updates), so an unwatched
+    in-process match pays nothing for spectators. ``state`` is the live state
+    (read it, never change it), from which a late spectator catches up.
     """
 
     def __init__(self) -> None:
         self.aborted = False
         self.reason = ""
         self.waiter: asyncio.Task[Any] | None = None
+        self.listeners: list[MatchListener] = []
+        self.state: State | None = None
 
     def abort(self, reason: str) -> None:
         self.aborted = True
         self.reason = reason
         if self.waiter is not None and not self.waiter.done():
             self.waiter.cancel()
-
-
-MatchListener = Callable[[str, Any], None]
-"""Spectator hook: called with ("moves", (public_moves, state)) and ("ended", record)."""
 
 
 def seed_hash(seed: str) -> str:
@@ -274,8 +280,10 @@ class _Referee:
         self.tc = tc
         self.record = record
         self.control = control
-        self.listeners = list(listeners)
+        control.listeners.extend(listeners)
+        self.listeners = control.listeners  # the same list: spectators may join mid-match
         self.state = game.new_initial_state()
+        control.state = self.state
         self.rng = chance_rng(record.seed)
         n = game.num_players
         self.overage = [tc.overage.total_seconds()] * n
@@ -287,7 +295,7 @@ class _Referee:
         self.overage_td = [tc.overage] * n
         self.grace = tc.grace.total_seconds()
         self.all_sync = all(s.synchronous for s in seats)
-        self.publishing = bool(self.listeners) or any(self.track)
+        self.tracking = any(self.track)
         self.failures: list[tuple[int, Termination, str]] = []
 
     # -- the loop -------------------------------------------------------------------------------
@@ -361,12 +369,12 @@ class _Referee:
                     log.add(seat_index, ans.action, ans.elapsed)  # type: ignore[arg-type]
             if player == SIMULTANEOUS:
                 state.apply_actions_unchecked(actions)  # legality was checked seat by seat
-                if self.publishing:
+                if self.tracking or self.listeners:
                     self._publish([PublicMove(s, a, game.action_to_string(s, a)) for s, a in enumerate(actions)])
             else:
                 action = actions[0]
                 state.apply_action_unchecked(player, action)
-                if self.publishing:
+                if self.tracking or self.listeners:
                     self._publish([PublicMove(player, action, game.action_to_string(player, action))])
 
     def _ask_sync(self, acting: Sequence[int] | range) -> list[int] | None:

@@ -254,3 +254,30 @@ async def test_watch_cli_follows_a_match(live_server: LiveServer) -> None:
     assert out.returncode == 0, out.stderr
     assert f"match {response.match_id}:" in out.stdout and "random vs random" in out.stdout
     assert "result: random" in out.stdout and "seed revealed:" in out.stdout and "a b c" in out.stdout
+
+
+async def test_late_spectator_gets_every_public_move_exactly_once(live_server: LiveServer) -> None:
+    raw = RawBot(live_server.channel())
+    await raw.hello()
+    await raw.challenge("rotate", rounds=6)
+    for _ in range(2):  # two rounds before anyone watches
+        turn = (await raw.recv_kind("turn")).turn
+        await raw.answer(turn, 1)
+    turn = (await raw.recv_kind("turn")).turn  # round 3 is being asked: the match is mid-way
+    stub = mp_grpc.MatchServiceStub(live_server.channel())
+    watch = stub.WatchMatch(mp.WatchMatchRequest(match_id=turn.match_id))
+    first = await watch.read()
+    assert first.WhichOneof("kind") == "started"
+    catch_up = await watch.read()
+    assert [(m.seat, m.label) for m in catch_up.update.moves] == [(0, "paper"), (1, "rock"), (0, "paper"), (1, "paper")]
+    await raw.answer(turn, 1)
+    for _ in range(3):
+        turn = (await raw.recv_kind("turn")).turn
+        await raw.answer(turn, 1)
+    events = [catch_up]
+    while (event := await watch.read()) is not grpc.aio.EOF:
+        events.append(event)
+    seen = [(m.seat, m.action) for e in events if e.WhichOneof("kind") == "update" for m in e.update.moves]
+    ended = events[-1].ended
+    assert seen == [(m.seat, m.action) for m in ended.moves]  # each move once, in order
+    assert len(seen) == 12
