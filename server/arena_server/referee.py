@@ -20,7 +20,6 @@ import asyncio
 import hashlib
 import random
 import secrets
-import time
 from array import array
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -625,8 +624,3 @@ class _Referee:
             self.pending[seat_index].clear()
             ends.append(seat.end(result))
         await asyncio.gather(*ends, return_exceptions=True)
-
-
-def elapsed_since(start: float) -> float:
-    """Seconds since ``start`` (a ``time.perf_counter()`` value)."""
-    return time.perf_counter() - start

@@ -59,9 +59,7 @@ class RemoteSession:
         self.seat: RemoteSeat | None = None
         self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
         self._flushing = False
-        self._flush_error: BaseException | None = None
         self._background: set[asyncio.Task[None]] = set()
-        self.last_pong = time.monotonic()
 
     # -- writing ------------------------------------------------------------------------------------
 
@@ -79,7 +77,6 @@ class RemoteSession:
                 try:
                     await self._write(self._outbox.popleft())
                 except Exception as exc:  # the stream is gone: note it, the reader will close us
-                    self._flush_error = exc
                     self.mark_closed(f"writing to the stream failed: {exc!r}")
                     self._outbox.clear()
         finally:

@@ -240,7 +240,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if kind == "action":
                 session.on_action(msg.action)
             elif kind == "pong":
-                session.last_pong = asyncio.get_running_loop().time()
+                pass  # a live bot answered a ping; nothing else to do
             elif kind == "challenge":
                 self.hub.spawn(self._challenge(session, msg.challenge))
             elif kind == "resign":
