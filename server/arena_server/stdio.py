@@ -23,9 +23,10 @@ import asyncio
 import collections
 import enum
 import json
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from arena.v1 import bot_session_pb2 as bs
@@ -99,12 +100,56 @@ def encode_varint(value: int) -> bytes:
 
 
 def encode(message: Message, framing: Framing) -> bytes:
-    """One framed message, ready to write."""
+    """One framed message, ready to write.
+
+    The bytes depend only on the message: map entries (game parameters) are
+    written sorted by key in both framings, so a transcript or an exported
+    replay is the same on every run (protobuf's own map order follows a hash).
+    """
     if framing is Framing.PROTO:
-        payload = message.SerializeToString()
+        payload = message.SerializeToString(deterministic=True)
         return encode_varint(len(payload)) + payload
     data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    descriptor = cast(Descriptor, message.DESCRIPTOR)
+    if _has_map(descriptor):
+        _sort_maps(descriptor, data)
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+_MAP_REACHABLE: dict[str, bool] = {}
+
+
+def _has_map(descriptor: Descriptor) -> bool:
+    """Whether a message of this type can contain a map field (cached per type)."""
+    name = descriptor.full_name
+    known = _MAP_REACHABLE.get(name)
+    if known is None:
+        _MAP_REACHABLE[name] = False  # a recursive type reaching itself adds nothing
+        known = any(_is_map(f) or (f.message_type is not None and _has_map(f.message_type)) for f in descriptor.fields)
+        _MAP_REACHABLE[name] = known
+    return known
+
+
+def _is_map(field: FieldDescriptor) -> bool:
+    return field.message_type is not None and field.message_type.GetOptions().map_entry
+
+
+def _sort_maps(descriptor: Descriptor, data: dict[str, Any]) -> None:
+    """Sort, in place, the keys of every map in ``data`` (a message as MessageToDict returned it)."""
+    for field in descriptor.fields:
+        value = data.get(field.json_name)
+        if value is None or field.message_type is None:
+            continue
+        if _is_map(field):
+            assert isinstance(value, dict)
+            data[field.json_name] = sorted_map = dict(sorted(value.items()))
+            entry = field.message_type.fields_by_name["value"].message_type
+            if entry is not None and _has_map(entry):
+                for item in sorted_map.values():
+                    _sort_maps(entry, item)
+        elif _has_map(field.message_type):
+            for item in value if isinstance(value, list) else [value]:
+                _sort_maps(field.message_type, item)
 
 
 # -- decoding -------------------------------------------------------------------------------------

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -63,6 +66,36 @@ def test_json_framing_is_one_canonical_object_per_line_with_defaults() -> None:
     assert data["turn"]["timeBudget"] == "1s"
     assert data["turn"]["observation"]["rps"]["round"] == 1
     assert data["turn"]["observation"]["rps"]["wins"] == [1, 0]
+
+
+ENCODE_PARAMS = """
+import sys
+from arena.v1 import bot_session_pb2 as bs
+from arena_server.stdio import Framing, encode
+message = bs.ServerMessage()
+for key in ("rows", "cols", "k", "dice", "faces", "bidding", "wild", "rounds"):
+    message.match_started.params[key].int_value = len(key)
+print(encode(message, Framing.PROTO).hex())
+print(encode(message, Framing.JSON).decode().strip())
+"""
+
+
+def test_maps_are_written_in_key_order_whatever_the_process() -> None:
+    """Protobuf iterates maps in hash order; the codec must not, or transcripts differ run to run."""
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", ENCODE_PARAMS],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(4)
+    }
+    assert len(outputs) == 1, outputs
+    _proto_hex, json_line = outputs.pop().splitlines()
+    keys = list(json.loads(json_line)["matchStarted"]["params"])
+    assert keys == sorted(keys) and len(keys) == 8
 
 
 def test_json_accepts_proto_field_names_and_blank_lines() -> None:
