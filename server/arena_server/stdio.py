@@ -23,13 +23,13 @@ import asyncio
 import collections
 import enum
 import json
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from google.protobuf import json_format
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from arena.v1 import bot_session_pb2 as bs
+from arena_server.proto_json import parse_action, to_json_dict
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 16
 """Largest message accepted from a bot (its messages are a few dozen bytes)."""
@@ -109,47 +109,11 @@ def encode(message: Message, framing: Framing) -> bytes:
     if framing is Framing.PROTO:
         payload = message.SerializeToString(deterministic=True)
         return encode_varint(len(payload)) + payload
-    data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
-    descriptor = cast(Descriptor, message.DESCRIPTOR)
-    if _has_map(descriptor):
-        _sort_maps(descriptor, data)
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return _JSON.encode(to_json_dict(message)).encode() + b"\n"
 
 
-_MAP_REACHABLE: dict[str, bool] = {}
-
-
-def _has_map(descriptor: Descriptor) -> bool:
-    """Whether a message of this type can contain a map field (cached per type)."""
-    name = descriptor.full_name
-    known = _MAP_REACHABLE.get(name)
-    if known is None:
-        _MAP_REACHABLE[name] = False  # a recursive type reaching itself adds nothing
-        known = any(_is_map(f) or (f.message_type is not None and _has_map(f.message_type)) for f in descriptor.fields)
-        _MAP_REACHABLE[name] = known
-    return known
-
-
-def _is_map(field: FieldDescriptor) -> bool:
-    return field.message_type is not None and field.message_type.GetOptions().map_entry
-
-
-def _sort_maps(descriptor: Descriptor, data: dict[str, Any]) -> None:
-    """Sort, in place, the keys of every map in ``data`` (a message as MessageToDict returned it)."""
-    for field in descriptor.fields:
-        value = data.get(field.json_name)
-        if value is None or field.message_type is None:
-            continue
-        if _is_map(field):
-            assert isinstance(value, dict)
-            data[field.json_name] = sorted_map = dict(sorted(value.items()))
-            entry = field.message_type.fields_by_name["value"].message_type
-            if entry is not None and _has_map(entry):
-                for item in sorted_map.values():
-                    _sort_maps(entry, item)
-        elif _has_map(field.message_type):
-            for item in value if isinstance(value, list) else [value]:
-                _sort_maps(field.message_type, item)
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""Compact, UTF-8 as is; made once (``json.dumps`` with options builds an encoder per call)."""
 
 
 # -- decoding -------------------------------------------------------------------------------------
@@ -198,6 +162,9 @@ def parse_payload(payload: bytes, framing: Framing, cls: type[M]) -> M:
                 "invalid_json",
                 f"the line {_preview(payload, 80)} is JSON but not an object; expected an arena.v1.{name} object.",
             )
+        fast = parse_action(data) if cls is bs.BotMessage else None
+        if fast is not None:
+            return cast(M, fast)
         try:
             json_format.ParseDict(data, message)
         except json_format.ParseError as exc:
