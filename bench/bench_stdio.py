@@ -1,14 +1,19 @@
 """Per-move round trip of a subprocess bot over stdio, against a bare pipe ping-pong.
 
-Three measurements in the same run, all between two Python processes on pipes:
+Four measurements in the same run, all between two Python processes on pipes:
 
 * **bare**: the parent writes 8 bytes, the child echoes them back (``os.read``/``os.write``),
   the least a round trip through two pipes and two context switches can cost;
+* **asyncio**: the same echo with the parent on asyncio pipes and no protocol;
 * **proto**: ``SubprocessSeat.ask`` with length-delimited protobuf framing: the seat
   builds and encodes a real Turn, a Python bot using the protobuf library decodes it and
   answers an Action, the seat decodes that and resolves the answer;
-* **json**: the same with JSON-lines framing (``json_format`` on the server side, the
-  ``json`` module in the bot).
+* **json**: the same with JSON-lines framing (``arena_server.proto_json`` on the server
+  side, the ``json`` module in the bot).
+
+Each runs ``--runs`` times, interleaved, and the best run counts. The bots time their own
+work per move (from reading a Turn to flushing the Action) and report it on stderr, so the
+script can split a move into the bot's work, the bare pipes, and the server side.
 
 Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3]``. Target: proto <= 1.3x bare.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import statistics
 import subprocess
@@ -72,7 +78,7 @@ while True:
         t = msg.turn
         send(bs.BotMessage(action=bs.Action(match_id=t.match_id, turn_id=t.turn_id, action=t.legal_actions[0])))
         work.append(time.perf_counter() - start)
-        if len(work) % 500 == 0:
+        if len(work) % 100 == 0:
             print(f"work_us {statistics.median(work[len(work) // 10:]) * 1e6:.2f}", file=sys.stderr, flush=True)
 """
 
@@ -88,7 +94,7 @@ for line in sys.stdin:
         sys.stdout.write(json.dumps({"action": a}) + "\\n")
         sys.stdout.flush()
         work.append(time.perf_counter() - start)
-        if len(work) % 500 == 0:
+        if len(work) % 100 == 0:
             print(f"work_us {statistics.median(work[len(work) // 10:]) * 1e6:.2f}", file=sys.stderr, flush=True)
 """
 
@@ -159,7 +165,7 @@ async def seat_round_trips(framing: Framing, moves: int, script: Path) -> tuple[
         reports = [line for line in seat.stderr_log().splitlines() if line.startswith("work_us ")]
     finally:
         await seat.close()
-    return times, float(reports[-1].split()[1]) * 1e-6
+    return times, float(reports[-1].split()[1]) * 1e-6 if reports else math.nan
 
 
 def describe(name: str, times: list[float], base: float | None) -> str:

@@ -8,7 +8,8 @@ without them still prints) and then only loops over ``ListFields``. Its output
 equals ``MessageToDict(message, always_print_fields_with_no_presence=True)``
 (tested on every message kind of every game), except that map entries come
 sorted by key so the bytes do not depend on protobuf's hash order. Well-known
-types (Duration and the rest) go through ``json_format`` itself.
+types keep their own forms: Duration and Timestamp through their
+``ToJsonString`` (what ``json_format`` calls), the rest through ``json_format``.
 
 :func:`parse_action` is the matching shortcut for reading: the one message a
 bot sends every move, in its plain form, becomes a ``BotMessage`` without

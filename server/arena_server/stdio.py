@@ -5,7 +5,8 @@ Two framings carry exactly the messages of the gRPC stream:
 * ``proto``: length-delimited binary protobuf. Every message is preceded by
   its length as a base-128 varint, which is what protobuf's own delimited I/O
   writes (Java ``writeDelimitedTo``, C++ ``SerializeDelimitedToOstream``).
-* ``json``: one canonical proto3 JSON object per line (``google.protobuf.json_format``),
+* ``json``: one canonical proto3 JSON object per line (the mapping of
+  ``google.protobuf.json_format``, written by :mod:`arena_server.proto_json`),
   so a bot needs no protobuf library. The server writes every field, defaults
   included, on one line ending in ``\\n``; it accepts either ``lowerCamelCase``
   or the proto field names from the bot.
