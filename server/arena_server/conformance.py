@@ -16,13 +16,10 @@ checker gives :class:`SubprocessSeat` objects, the remote checker
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol, cast
-
-from google.protobuf import json_format
 
 from arena.v1 import bot_session_pb2 as bs
 from arena_bots.simple import RandomBot
@@ -30,7 +27,7 @@ from arena_client import MatchInfo, SeatInfo, Termination, TimeControl
 from arena_games import Game, GameError, describe_actions, load_game, registered_games
 from arena_server.referee import Seat, play_match
 from arena_server.seats import InProcessSeat
-from arena_server.stdio import Framing
+from arena_server.stdio import Framing, json_text
 from arena_server.subprocess_seat import BotProgram, SubprocessSeat
 
 DEFAULT_CHECK_CLOCK = TimeControl(timedelta(seconds=2), timedelta(seconds=0), timedelta(seconds=0.5))
@@ -70,10 +67,7 @@ class CheckReport:
 
 
 def render_message(message: bs.ServerMessage | bs.BotMessage | None) -> str:
-    if message is None:
-        return "nothing"
-    data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
-    return json.dumps(data, separators=(",", ":"))
+    return "nothing" if message is None else json_text(message)
 
 
 class ObservedSeat(Protocol):

@@ -11,13 +11,11 @@ stderr. The result is written in the same transaction as the end of the match
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import aiosqlite
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from arena.v1 import bot_session_pb2 as bs
@@ -25,6 +23,7 @@ from arena_client import PublicMove, Termination, Turn
 from arena_client.convert import turn_to_proto
 from arena_server.referee import Answer, MatchRecord, Seat
 from arena_server.remote import RemoteSeat
+from arena_server.stdio import json_text
 from arena_server.subprocess_seat import SubprocessSeat
 
 AUTHOR_FAULTS = frozenset(
@@ -75,10 +74,8 @@ class FailureRow:
 
 
 def message_json(message: Message | None) -> str:
-    if message is None:
-        return ""
-    data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
-    return json.dumps(data, separators=(",", ":"))
+    """The message as the bot got it on a JSON-lines pipe ("" for none)."""
+    return "" if message is None else json_text(message)
 
 
 def _offender_details(seat: Seat) -> tuple[int, str, str, str]:

@@ -110,7 +110,12 @@ def encode(message: Message, framing: Framing) -> bytes:
     if framing is Framing.PROTO:
         payload = message.SerializeToString(deterministic=True)
         return encode_varint(len(payload)) + payload
-    return _JSON.encode(to_json_dict(message)).encode() + b"\n"
+    return json_text(message).encode() + b"\n"
+
+
+def json_text(message: Message) -> str:
+    """``message`` as one compact proto3 JSON object: the JSON framing's line, without its newline."""
+    return _JSON.encode(to_json_dict(message))
 
 
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
