@@ -8,6 +8,7 @@ from datetime import timedelta
 from arena_client import TimeControl
 from arena_games import Game, GameError, load_game
 from arena_server.commands import CliError
+from arena_server.store import Store, StoreError
 
 DEFAULT_ADDRESS = "localhost:50051"
 
@@ -53,4 +54,12 @@ def time_control_from_args(args: argparse.Namespace) -> TimeControl:
             timedelta(seconds=args.per_move), timedelta(seconds=args.overage), timedelta(seconds=args.grace)
         )
     except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+async def open_database(path: str, exclusive: bool = True) -> Store:
+    """Open the SQLite store, turning its errors (corrupt, newer schema, in use) into a CLI error."""
+    try:
+        return await Store.open(path, exclusive=exclusive)
+    except StoreError as exc:
         raise CliError(str(exc)) from None

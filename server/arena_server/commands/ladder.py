@@ -19,10 +19,9 @@ from arena_client.convert import params_to_proto
 from arena_games import GameError, load_game
 from arena_server import ladder_store as ls
 from arena_server.commands import CliError
-from arena_server.commands.common import DEFAULT_ADDRESS, parse_params
+from arena_server.commands.common import DEFAULT_ADDRESS, open_database, parse_params
 from arena_server.hub import Hub
 from arena_server.ladder import Ladder, LadderConfig, parse_game_spec
-from arena_server.store import Store, StoreError
 
 DEFAULT_LADDER_GAMES = ("rps", "tic_tac_toe", "dots_and_boxes", "liars_dice")
 
@@ -248,10 +247,7 @@ def _pools(args: argparse.Namespace) -> int:
 
 def _recompute(args: argparse.Namespace) -> int:
     async def go() -> int:
-        try:
-            store = await Store.open(args.db)
-        except StoreError as exc:
-            raise CliError(str(exc)) from None
+        store = await open_database(args.db)
         try:
             snap, diffs = await ls.recompute(store, write=not args.check)
         finally:
@@ -270,10 +266,7 @@ def _recompute(args: argparse.Namespace) -> int:
 
 def _unpause(args: argparse.Namespace) -> int:
     async def go() -> int:
-        try:
-            store = await Store.open(args.db)
-        except StoreError as exc:
-            raise CliError(str(exc)) from None
+        store = await open_database(args.db)
         try:
             paused = await ls.paused_bots(store.conn)
             if args.bot not in paused:

@@ -16,10 +16,10 @@ from arena_server.commands.common import (
     add_game_arguments,
     add_time_control_arguments,
     game_from_args,
+    open_database,
     time_control_from_args,
 )
 from arena_server.hub import Hub, HubError
-from arena_server.store import Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -49,10 +49,7 @@ def run(args: argparse.Namespace) -> int:
 async def _local(args: argparse.Namespace, game: object, tc: object) -> int:
     store = None
     if args.db:
-        try:
-            store = await Store.open(args.db)
-        except StoreError as exc:
-            raise CliError(str(exc)) from None
+        store = await open_database(args.db)
     try:
         hub = Hub(store, hosted_bots())
         try:

@@ -15,7 +15,8 @@ import asyncio
 
 from arena_bots.mind_reader import MindReaderProfile, level_statistics, profile_distance
 from arena_server.commands import CliError
-from arena_server.store import Store, StoreError
+from arena_server.commands.common import open_database
+from arena_server.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -61,10 +62,7 @@ async def build_profile(store: Store, bot: str, n: int, signs: int, limit: int) 
 
 
 async def _profile(args: argparse.Namespace) -> int:
-    try:
-        store = await Store.open(args.db, exclusive=False)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
+    store = await open_database(args.db, exclusive=False)
     try:
         profiles = []
         for bot in (args.bot_a, args.bot_b):

@@ -10,13 +10,12 @@ import sys
 from arena_bots import hosted_bots
 from arena_server.bot_registry import prepare_registry
 from arena_server.commands import CliError
-from arena_server.commands.common import add_time_control_arguments, time_control_from_args
+from arena_server.commands.common import add_time_control_arguments, open_database, time_control_from_args
 from arena_server.commands.ladder import add_serve_arguments as add_ladder_arguments
 from arena_server.commands.ladder import ladder_config, start_ladder
 from arena_server.hub import Hub
 from arena_server.ladder import LadderConfig
 from arena_server.service import build_server
-from arena_server.store import Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,10 +47,7 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(
     host: str, port: int, db: str, tc: object, ladder_cfg: LadderConfig | None = None, data_dir: str | None = None
 ) -> int:
-    try:
-        store = await Store.open(db)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
+    store = await open_database(db)
     hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
     if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
         await prepare_registry(hub.registry, data_dir)

@@ -15,11 +15,11 @@ from arena_server.commands.common import (
     add_game_arguments,
     add_time_control_arguments,
     game_from_args,
+    open_database,
     time_control_from_args,
 )
 from arena_server.hub import Hub
 from arena_server.ladder import ladder_game
-from arena_server.store import Store, StoreError
 from arena_server.tournament import (
     Tournament,
     TournamentError,
@@ -99,10 +99,7 @@ class ProgressBar:
 
 
 async def _run(args: argparse.Namespace, game: Game, tc: object) -> int:
-    try:
-        store = await Store.open(args.db)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
+    store = await open_database(args.db)
     try:
         hub = Hub(store, hosted_bots())
         try:
