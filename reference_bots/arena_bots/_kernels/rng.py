@@ -49,3 +49,22 @@ def rand_below(rng: np.ndarray, i: int, n: int) -> int:
 def rand_unit(rng: np.ndarray, i: int) -> float:
     """Uniform float in [0, 1)."""
     return float(next_u64(rng, i) >> _S11) * _INV53
+
+
+@njit(cache=True)
+def argmax_random_tie(values: np.ndarray, off: int, n: int, rng: np.ndarray, i: int) -> int:
+    """Index of the largest of values[off:off+n] (any numeric array), ties broken uniformly with stream i."""
+    best = values[off]
+    pick = 0
+    ties = 1
+    for k in range(1, n):
+        v = values[off + k]
+        if v > best:
+            best = v
+            pick = k
+            ties = 1
+        elif v == best:
+            ties += 1
+            if rand_below(rng, i, ties) == 0:
+                pick = k
+    return pick

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from arena_bots._kernels import mind_reader as MR
-from arena_bots._kernels.rng import rand_below
+from arena_bots._kernels.rng import argmax_random_tie, rand_below
 
 # IV[...] scalar slots
 I_SIGNS = 0
@@ -43,37 +43,14 @@ TOP_DECAY = 0.9
 
 @njit(cache=True)
 def _argmax_f(v: np.ndarray, R: np.ndarray) -> int:
-    best = v[0]
-    pick = 0
-    ties = 1
-    for i in range(1, v.shape[0]):
-        if v[i] > best:
-            best = v[i]
-            pick = i
-            ties = 1
-        elif v[i] == best:
-            ties += 1
-            if rand_below(R, 0, ties) == 0:
-                pick = i
-    return pick
+    return argmax_random_tie(v, 0, v.shape[0], R, 0)
 
 
 @njit(cache=True)
 def _argmax_i(table: np.ndarray, off: int, n: int, R: np.ndarray) -> int:
-    best = table[off]
-    pick = 0
-    ties = 1
-    for i in range(1, n):
-        v = table[off + i]
-        if v > best:
-            best = v
-            pick = i
-            ties = 1
-        elif v == best:
-            ties += 1
-            if rand_below(R, 0, ties) == 0:
-                pick = i
-    return pick if best > 0 else -1
+    """The most frequent sign in table[off:off+n] (ties at random), or -1 when the row is empty."""
+    pick = argmax_random_tie(table, off, n, R, 0)
+    return pick if table[off + pick] > 0 else -1
 
 
 @njit(cache=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from arena_bots._kernels.rng import rand_below, rand_unit
+from arena_bots._kernels.rng import argmax_random_tie, rand_below, rand_unit
 
 KIND_RANDOM = 0
 KIND_CONST = 1
@@ -75,44 +75,6 @@ def counter_to(H: np.ndarray, IS: np.ndarray, R: np.ndarray, u: int, move: int) 
 
 
 @njit(cache=True)
-def argmax_int(IS: np.ndarray, off: int, n: int, R: np.ndarray, u: int) -> int:
-    """Index of the largest of IS[off:off+n], ties broken uniformly at random."""
-    best = IS[off]
-    pick = 0
-    ties = 1
-    for i in range(1, n):
-        v = IS[off + i]
-        if v > best:
-            best = v
-            pick = i
-            ties = 1
-        elif v == best:
-            ties += 1
-            if rand_below(R, u, ties) == 0:
-                pick = i
-    return pick
-
-
-@njit(cache=True)
-def argmax_float(FS: np.ndarray, off: int, n: int, R: np.ndarray, u: int) -> int:
-    """Index of the largest of FS[off:off+n], ties broken uniformly at random."""
-    best = FS[off]
-    pick = 0
-    ties = 1
-    for i in range(1, n):
-        v = FS[off + i]
-        if v > best:
-            best = v
-            pick = i
-            ties = 1
-        elif v == best:
-            ties += 1
-            if rand_below(R, u, ties) == 0:
-                pick = i
-    return pick
-
-
-@njit(cache=True)
 def _preprocessed_prediction(H: np.ndarray, IS: np.ndarray, R: np.ndarray, u: int, off: int) -> int:
     """MV with preprocessing: p' = 0.9 * counts / sum + 0.1 * onehot(scissors), argmax."""
     s = H[0, C_SIGNS]
@@ -160,7 +122,10 @@ def leaf_propose(H: np.ndarray, FP: np.ndarray, IS: np.ndarray, FS: np.ndarray, 
             m = rand_below(R, u, s)
         else:
             off = H[u, C_IOFF] + H[u, C_KEY] * s
-            pred = _preprocessed_prediction(H, IS, R, u, off) if H[u, C_FLAG] != 0 else argmax_int(IS, off, s, R, u)
+            if H[u, C_FLAG] != 0:
+                pred = _preprocessed_prediction(H, IS, R, u, off)
+            else:
+                pred = argmax_random_tie(IS, off, s, R, u)
             m = counter_to(H, IS, R, u, pred)
     elif kind == KIND_MUPN:
         seen = IS[H[u, C_IOFF] + H[u, C_KEY]]
@@ -170,7 +135,7 @@ def leaf_propose(H: np.ndarray, FP: np.ndarray, IS: np.ndarray, FS: np.ndarray, 
         if g < r or rand_unit(R, u) > FP[u, F_EPS]:
             m = rand_below(R, u, s)
         else:
-            m = argmax_float(FS, H[u, C_FOFF] + H[u, C_KEY] * s, s, R, u)
+            m = argmax_random_tie(FS, H[u, C_FOFF] + H[u, C_KEY] * s, s, R, u)
     H[u, C_PROP] = m
     return m
 
@@ -238,7 +203,7 @@ def agent_propose(H: np.ndarray, FP: np.ndarray, IS: np.ndarray, FS: np.ndarray,
     if g < r or rand_unit(R, 0) > FP[0, F_EPS]:
         ch = rand_below(R, 0, nc)
     else:
-        ch = argmax_float(FS, H[0, C_FOFF] + H[0, C_KEY] * nc, nc, R, 0)
+        ch = argmax_random_tie(FS, H[0, C_FOFF] + H[0, C_KEY] * nc, nc, R, 0)
     H[0, C_CHOSEN] = ch
     m = H[c0 + ch, C_PROP]
     H[0, C_PROP] = m
