@@ -84,24 +84,9 @@ async def test_tournament_resumes_where_it_stopped(tmp_path: Path) -> None:
 
 
 async def test_tournament_cli_outputs_and_bad_input(tmp_path: Path) -> None:
-    code, out, err = await arena(
-        "tournament",
-        "--game",
-        "rps",
-        "-p",
-        "rounds=100",
-        "--bots",
-        "rock",
-        "rotate",
-        "random",
-        "--games-per-pair",
-        "2",
-        "--db",
-        str(tmp_path / "t.db"),
-        "--output",
-        str(tmp_path / "res"),
-        "--quiet",
-    )
+    argv = ["tournament", "--game", "rps", "-p", "rounds=100", "--bots", "rock", "rotate", "random"]
+    argv += ["--games-per-pair", "2", "--db", str(tmp_path / "t.db"), "--output", str(tmp_path / "res")]
+    code, out, err = await arena(*argv, "--quiet")
     assert code == 0, err
     assert "rating" in out and "W-D-L" in out
     data = json.loads((tmp_path / "res.json").read_text())
@@ -111,23 +96,7 @@ async def test_tournament_cli_outputs_and_bad_input(tmp_path: Path) -> None:
     cross = list(csv.DictReader((tmp_path / "res-crosstable.csv").read_text().splitlines()))
     assert len(cross) == 3 and all(int(r["games"]) == 2 for r in cross)
     # rerun: nothing left to play
-    code, _out, err = await arena(
-        "tournament",
-        "--game",
-        "rps",
-        "-p",
-        "rounds=100",
-        "--bots",
-        "rock",
-        "rotate",
-        "random",
-        "--games-per-pair",
-        "2",
-        "--db",
-        str(tmp_path / "t.db"),
-        "--output",
-        str(tmp_path / "res"),
-    )
+    code, _out, err = await arena(*argv)
     assert code == 0 and "6/6 100%" in err and "(6 from an earlier run)" in err
     for bad, message in [
         (["--bots", "rock"], "a tournament needs at least 2 bots"),
