@@ -227,7 +227,15 @@ async def check_remote_bot(
         try:
             peer = await asyncio.wait_for(asyncio.shield(servicer.arrived), wait)
         except TimeoutError:
-            add(Finding("start-up", False, f"no bot connected to {host}:{bound} within {wait:g}s"))
+            add(
+                Finding(
+                    "start-up",
+                    False,
+                    f"no bot connected to {host}:{bound} within {wait:g}s; start your bot with {host}:{bound} as "
+                    f'its server address (SDK: run(bot, "{host}:{bound}")) while check-bot waits, '
+                    "or wait longer with --wait SECONDS",
+                )
+            )
             return report
         report.target = f"remote bot from {peer}"
         try:

@@ -105,7 +105,10 @@ def _run_listen(args: argparse.Namespace, clock: TimeControl, progress: Callable
     host, port = _listen_address(args.listen)
 
     def listening(address: str) -> None:
-        print(f"point your bot at {address} (waiting up to {args.wait:g}s for it to connect)", flush=True)
+        print(
+            f"point your bot at {address} (waiting up to {args.wait:g}s for it to connect; --wait changes that)",
+            flush=True,
+        )
 
     try:
         report = asyncio.run(
@@ -120,7 +123,7 @@ def _run_listen(args: argparse.Namespace, clock: TimeControl, progress: Callable
                 on_listening=listening,
             )
         )
-    except OSError as exc:
-        raise CliError(str(exc)) from None
+    except OSError as exc:  # "cannot listen on HOST:PORT: ..."
+        raise CliError(f"{exc}; pick another port for --listen (0 picks a free one)") from None
     print(format_report(report) if args.quiet else "\n".join(format_summary(report)))
     return 0 if report.passed else 1

@@ -25,6 +25,17 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_game: str | None
     )
 
 
+def add_connect_timeout_argument(parser: argparse.ArgumentParser) -> None:
+    """``--connect-timeout``: how long a ``--server`` command waits for the server before "cannot reach"."""
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with a server address: give up with \"cannot reach HOST:PORT\" after this long (default 10)",
+    )
+
+
 def parse_params(items: list[str]) -> dict[str, str]:
     params: dict[str, str] = {}
     for item in items:

@@ -11,8 +11,10 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_bots import hosted_bots
 from arena_client.convert import params_to_proto, time_control_to_proto
+from arena_client.remote import ServerUnreachable, wait_until_reachable_blocking
 from arena_server.commands import CliError
 from arena_server.commands.common import (
+    add_connect_timeout_argument,
     add_game_arguments,
     add_time_control_arguments,
     game_from_args,
@@ -35,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", default=None, help="match seed (default: random)")
     p.add_argument("--server", default=None, metavar="HOST:PORT", help="ask this server to run the match")
     p.add_argument("--db", default=None, help="(local matches) also store the match in this SQLite file")
+    add_connect_timeout_argument(p)
     p.set_defaults(func=run)
 
 
@@ -77,10 +80,14 @@ def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
     params_to_proto(game.params, request.params)  # type: ignore[attr-defined]
     with grpc.insecure_channel(args.server) as channel:
         try:
+            wait_until_reachable_blocking(channel, args.server, args.connect_timeout)
+        except ServerUnreachable as exc:
+            raise CliError(str(exc)) from None
+        try:
             response = mp_grpc.MatchServiceStub(channel).CreateMatch(request)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
-                raise CliError(f"no Arena server answers at {args.server}; start one with `arena serve`") from None
+                raise CliError(f"lost the connection to {args.server} ({exc.details()})") from None  # type: ignore[attr-defined]
             raise CliError(exc.details()) from None  # type: ignore[attr-defined]
     r = response.record
     names = " vs ".join(s.bot_name for s in r.seats)

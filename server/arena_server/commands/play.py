@@ -10,6 +10,7 @@ illegal or unreadable move is refused with the reason and asked again.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from datetime import timedelta
 from typing import Any, TextIO
@@ -18,7 +19,7 @@ from arena_client import Bot, MatchInfo, MatchResult, Resign, TimeControl, Turn,
 from arena_client.remote import ArenaError, Client
 from arena_games import Game, IllegalActionError, load_game
 from arena_server.commands import CliError
-from arena_server.commands.common import DEFAULT_ADDRESS, parse_params
+from arena_server.commands.common import DEFAULT_ADDRESS, add_connect_timeout_argument, parse_params
 from arena_server.terminal import render
 
 PROMPT = "your move> "
@@ -149,6 +150,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--name", default="", help="name to play under (default: a guest name)")
     p.add_argument("--token", default="", help="token of a registered name")
     p.add_argument("--minutes", type=float, default=5.0, help="thinking time per move, in minutes (default 5)")
+    add_connect_timeout_argument(p)
     p.set_defaults(func=run)
 
 
@@ -164,8 +166,6 @@ def run(args: argparse.Namespace) -> int:
     tc = TimeControl(per_move, per_move * 2, timedelta(seconds=1))
     client = Client(human, args.server, name=args.name, token=args.token)
     try:
-        import asyncio
-
         asyncio.run(
             client.play(
                 opponent=args.vs,
@@ -173,12 +173,10 @@ def run(args: argparse.Namespace) -> int:
                 params=dict(game.params),
                 seat=0 if args.seat is None else args.seat,
                 time_control=tc,
-                reconnect=False,
+                reconnect=False,  # a new connection would be a new match: stop and say so instead
+                give_up_after=args.connect_timeout,
             )
         )
-    except ArenaError as exc:
-        text = str(exc)
-        if "lost the connection" in text or "UNAVAILABLE" in text:
-            raise CliError(f"no Arena server answers at {args.server}; start one with `arena serve`") from None
-        raise CliError(text) from None
+    except ArenaError as exc:  # ServerUnreachable included: "cannot reach HOST:PORT (...)"
+        raise CliError(str(exc)) from None
     return 0

@@ -18,9 +18,10 @@ from arena.v1 import common_pb2 as common
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import observation_from_proto, params_from_proto
+from arena_client.remote import ServerUnreachable, wait_until_reachable
 from arena_games import CHANCE, Game, load_game
 from arena_server.commands import CliError
-from arena_server.commands.common import DEFAULT_ADDRESS
+from arena_server.commands.common import DEFAULT_ADDRESS, add_connect_timeout_argument
 from arena_server.terminal import render
 
 
@@ -33,24 +34,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("match_id", nargs="?", default="", help="the match to follow")
     p.add_argument("--game", default="", help="instead of a match id: follow the next match of this game")
     p.add_argument("--server", default=DEFAULT_ADDRESS, metavar="HOST:PORT", help=f"default {DEFAULT_ADDRESS}")
+    add_connect_timeout_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.match_id and not args.game:
         raise CliError("give a MATCH_ID, or --game GAME to follow the next match of that game")
-    return asyncio.run(watch(args.server, args.match_id, args.game, sys.stdout))
+    return asyncio.run(watch(args.server, args.match_id, args.game, sys.stdout, args.connect_timeout))
 
 
-async def watch(server: str, match_id: str, game_name: str, out: TextIO) -> int:
-    """Print the match's events to ``out`` until it ends."""
+async def watch(server: str, match_id: str, game_name: str, out: TextIO, connect_timeout: float = 10.0) -> int:
+    """Print the match's events to ``out`` until it ends.
+
+    Raises:
+        CliError: no server answers at ``server`` within ``connect_timeout`` seconds, or it refused.
+    """
 
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
 
-    if game_name and not match_id:
-        say(f"waiting for the next {game_name} match ...")
     async with grpc.aio.insecure_channel(server) as channel:
+        try:
+            await wait_until_reachable(channel, server, connect_timeout)
+        except ServerUnreachable as exc:
+            raise CliError(str(exc)) from None
+        if game_name and not match_id:
+            say(f"waiting for the next {game_name} match ...")
         stub = mp_grpc.MatchServiceStub(channel)
         names: tuple[str, ...] = ()
         game: Game | None = None
@@ -71,7 +81,7 @@ async def watch(server: str, match_id: str, game_name: str, out: TextIO) -> int:
                     _ended(event.ended, game, names, say)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                raise CliError(f"no Arena server answers at {server}; start one with `arena serve`") from None
+                raise CliError(f"lost the connection to {server} ({exc.details()})") from None
             raise CliError(exc.details() or exc.code().name) from None
     return 0
 
