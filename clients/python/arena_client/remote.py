@@ -26,6 +26,7 @@ The module also has the reachability checks the ``--server`` commands of the
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import queue
@@ -413,7 +414,7 @@ class Client:
         except (TimeoutError, grpc.aio.AioRpcError, grpc.aio.UsageError):
             pass
 
-    async def _act(self, turn: Turn) -> int:
+    async def _act(self, turn: Turn, inbox: _Inbox) -> int:
         worker = self._worker
         if worker is None:
             return self.bot.act(turn)
@@ -422,15 +423,22 @@ class Client:
             # A quick bot answers within the spin window: no event-loop round trip.
             return pending.result(timeout=QUICK_ACT_SECONDS)
         except concurrent.futures.TimeoutError:
-            # A slow bot: the loop stays free (pings, match end, Ctrl-C) until act returns.
-            return await asyncio.wrap_future(pending)
+            # A slow bot: the stream is still read (pings answered, the match's end heard) until act returns.
+            return await inbox.during(asyncio.wrap_future(pending))
 
     async def _serve(self, call: Any, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
         """Answer the server until ``matches`` results are in (``again`` set: challenging) or forever."""
+        inbox = _Inbox(call)
+        try:
+            await self._answer(call, inbox, matches, again)
+        finally:
+            inbox.close()
+
+    async def _answer(self, call: Any, inbox: _Inbox, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
         bot = self.bot
         seat = 0
         while True:
-            msg = await call.read()
+            msg = await inbox.next()
             if msg is grpc.aio.EOF:
                 raise _Retry("the server closed the stream")
             kind = msg.WhichOneof("kind")
@@ -439,7 +447,7 @@ class Client:
                 if msg.turn.moves and bot.wants_updates():
                     bot.on_update(Update(turn.match_id, moves_from_proto(msg.turn.moves), turn.observation))
                 try:
-                    action = await self._act(turn)
+                    action = await self._act(turn, inbox)
                 except Resign as exc:
                     await call.write(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=str(exc))))
                     continue
@@ -448,6 +456,9 @@ class Client:
                     await call.write(
                         bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}"))
                     )
+                    continue
+                if inbox.ended(turn.match_id):
+                    # The match ended (aborted, timed out) while act was thinking: the answer is moot.
                     continue
                 await call.write(
                     bs.BotMessage(action=bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=int(action)))
@@ -500,6 +511,60 @@ class Client:
         self._aborted_in_a_row = 0
         self.results.append(result)
         log.info("arena_client: match %s ended: %s (%s)", result.match_id, result.returns, result.reason)
+
+
+class _Inbox:
+    """The messages of a Play stream, read on while ``act`` runs in the worker thread.
+
+    While a slow ``act`` thinks, pings are answered at once and every other
+    message is kept, in order, for afterwards; a MatchEnded among them tells
+    the session not to send the now pointless answer (which the server could
+    otherwise take for an answer in the bot's next match).
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._backlog: collections.deque[Any] = collections.deque()
+        self._reading: asyncio.Future[Any] | None = None
+
+    async def next(self) -> Any:
+        """The next message (grpc.aio.EOF at the end of the stream)."""
+        if self._backlog:
+            return self._backlog.popleft()
+        if self._reading is None:
+            return await self._call.read()
+        reading, self._reading = self._reading, None
+        return await reading
+
+    async def during(self, thinking: asyncio.Future[int]) -> int:
+        """Keep reading until ``thinking`` is done; return its result (or raise its exception)."""
+        try:
+            while not thinking.done():
+                if self._reading is None:
+                    self._reading = asyncio.ensure_future(self._call.read())
+                await asyncio.wait((thinking, self._reading), return_when=asyncio.FIRST_COMPLETED)
+                if not self._reading.done():
+                    continue
+                reading, self._reading = self._reading, None
+                msg = reading.result()
+                if msg is grpc.aio.EOF:
+                    raise _Retry("the server closed the stream")
+                if msg.WhichOneof("kind") == "ping":
+                    await self._call.write(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
+                else:
+                    self._backlog.append(msg)
+            return thinking.result()
+        finally:
+            thinking.cancel()  # no-op when done; on an error or Ctrl-C the session stops waiting for act
+
+    def ended(self, match_id: str) -> bool:
+        """Whether a MatchEnded for ``match_id`` is among the kept messages."""
+        return any(m.WhichOneof("kind") == "match_ended" and m.match_ended.match_id == match_id for m in self._backlog)
+
+    def close(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+            self._reading = None
 
 
 async def wait_until_reachable(channel: grpc.aio.Channel, target: str, timeout: float) -> None:

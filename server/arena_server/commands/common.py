@@ -32,7 +32,7 @@ def add_connect_timeout_argument(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="with a server address: give up with \"cannot reach HOST:PORT\" after this long (default 10)",
+        help='with a server address: give up with "cannot reach HOST:PORT" after this long (default 10)',
     )
 
 
