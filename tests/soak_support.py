@@ -231,7 +231,8 @@ def write_sdk_bot(
     """Write an SDK bot script to ``path`` that prints one JSON line per event.
 
     Events: ``{"event": "connected", "name": ...}`` each time the server
-    welcomes it, ``started``/``ended`` per match (``termination`` by name),
+    welcomes it, ``{"event": "retry", "delay": ..., "attempt": ...}`` before
+    each reconnection attempt (the SDK's back-off), ``started``/``ended`` per match (``termination`` by name),
     and at the end ``{"event": "done", "results": [...]}`` (the match ids and
     terminations ``run`` returned) or ``{"event": "error", "message": ...}``
     for an :class:`~arena_client.remote.ArenaError`. It plays a random legal
@@ -240,12 +241,21 @@ def write_sdk_bot(
     """
     path.write_text(
         textwrap.dedent(f"""
-        import json, random, sys, time
+        import json, logging, random, sys, time
         from arena_client import Bot, run
         from arena_client.remote import ArenaError
 
         def emit(event, **fields):
             print(json.dumps({{"event": event, "t": time.monotonic(), **fields}}), flush=True)
+
+        class Retries(logging.Handler):
+            def emit(self, record):
+                if hasattr(record, "retry_delay"):
+                    emit("retry", delay=record.retry_delay, attempt=record.retry_attempt)
+
+        logging.getLogger("arena_client").addHandler(Retries(logging.INFO))
+        logging.getLogger("arena_client").setLevel(logging.INFO)
+        logging.getLogger("arena_client").addHandler(logging.StreamHandler())  # the SDK's messages, on stderr
 
         class SoakBot(Bot):
             name = {name!r}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from arena_client import Bot, MatchInfo, Termination, Turn
-from arena_client.remote import Client
+from arena_client.remote import FIRST_BACKOFF, Client
 from tests.conftest import LiveServer
 from tests.soak_support import ScriptProcess, ServerProcess, write_sdk_bot
 
@@ -65,15 +65,21 @@ def restart_waiting_bots(tmp_path: Path, restarts: int) -> dict[str, object]:
                     )
                     delays.append(bot.events("connected")[n]["t"] - serving)
             connects = [len(bot.events("connected")) for bot in bots]
+            outages = [outage_retries(bot) for bot in bots]
         finally:
             for bot in bots:
                 bot.interrupt()
             codes = [bot.wait(10) for bot in bots]
     for bot, code in zip(bots, codes, strict=True):
         assert code == 130 and "Traceback" not in bot.err.text(), bot.err.text()
+    for retries in (r for bot_outages in outages for r in bot_outages):
+        # The back-off starts afresh after every successful connection: attempt 1, at most FIRST_BACKOFF.
+        assert retries and retries[0]["attempt"] == 1 and retries[0]["delay"] <= FIRST_BACKOFF, retries
     figures: dict[str, object] = {
         "restarts": restarts,
         "connections per bot": connects,
+        "attempts per outage: max": max(len(r) for bot_outages in outages for r in bot_outages),
+        "first retry delay (s): max": round(max(r[0]["delay"] for o in outages for r in o), 2),
         "reconnect after serving (s): max": round(max(delays), 2),
         "mean": round(statistics.mean(delays), 2),
         "server start-up (s): mean": round(statistics.mean(startups), 2),
@@ -81,6 +87,17 @@ def restart_waiting_bots(tmp_path: Path, restarts: int) -> dict[str, object]:
     print(f"\nSDK restart soak: {figures}")
     assert connects == [restarts + 1, restarts + 1]
     return figures
+
+
+def outage_retries(bot: ScriptProcess) -> list[list[dict[str, object]]]:
+    """The bot's retry events between one welcome and the next, per outage."""
+    outages: list[list[dict[str, object]]] = []
+    for event in bot.events():
+        if event["event"] == "connected":
+            outages.append([])
+        elif event["event"] == "retry" and outages:
+            outages[-1].append(event)
+    return outages[:-1]  # the last connection has not been lost
 
 
 def test_waiting_bots_reconnect_after_every_restart_quick(tmp_path: Path) -> None:

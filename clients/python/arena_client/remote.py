@@ -306,7 +306,14 @@ class Client:
                     # One warning per outage; the attempts after it are logged at INFO level.
                     level = logging.WARNING if attempt == 1 else logging.INFO
                     limit = "" if give_up_after is None else f" (giving up after {give_up_after:g} s)"
-                    log.log(level, "arena_client: %s; retrying in %.1f s%s", what, delay, limit)
+                    log.log(
+                        level,
+                        "arena_client: %s; retrying in %.1f s%s",
+                        what,
+                        delay,
+                        limit,
+                        extra={"retry_delay": delay, "retry_attempt": attempt},
+                    )
                     await asyncio.sleep(delay)
         finally:
             if self._worker is not None:
