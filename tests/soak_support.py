@@ -161,11 +161,18 @@ class ServerProcess:
 
 
 class ScriptProcess:
-    """A Python script in its own process; its stdout and stderr lines are collected as they come."""
+    """A Python script (or ``arena`` command) in its own process; its output lines are collected as they come.
 
-    def __init__(self, script: Path, args: Sequence[str] = (), stdin: int | None = subprocess.DEVNULL) -> None:
+    Args:
+        script: The script to run with this interpreter.
+        args: Its arguments; with ``script=None``, the arguments of the ``arena`` CLI instead.
+        stdin: ``subprocess.DEVNULL`` (default) or ``subprocess.PIPE`` (see :attr:`proc`).
+    """
+
+    def __init__(self, script: Path | None, args: Sequence[str] = (), stdin: int | None = subprocess.DEVNULL) -> None:
+        program = [str(script)] if script is not None else ["-m", "arena_server.cli"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", str(script), *args],
+            [sys.executable, "-u", *program, *args],
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -207,6 +214,8 @@ class ScriptProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
 
     def __enter__(self) -> ScriptProcess:
         return self

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -101,8 +102,24 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+def _check_can_listen(host: str, port: int) -> None:
+    """Fail with one clear line when the address is taken (before gRPC logs its own multi-line complaint)."""
+    if port == 0:
+        return
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise CliError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); "
+            "pick another port for --listen (0 picks a free one)"
+        ) from None
+
+
 def _run_listen(args: argparse.Namespace, clock: TimeControl, progress: Callable[[Finding], None]) -> int:
     host, port = _listen_address(args.listen)
+    _check_can_listen(host, port)
 
     def listening(address: str) -> None:
         print(
