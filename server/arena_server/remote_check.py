@@ -9,7 +9,8 @@ server writes to the stream and every message it reads from it is recorded,
 so a failure names the message the bot got and the one it sent.
 
 Only the first bot to connect is checked; later connections are told so and
-closed.
+closed. When the check is over the bot gets a fatal Error saying so, so an
+SDK bot stops instead of trying to reconnect to a server that is gone.
 """
 
 from __future__ import annotations
@@ -262,6 +263,15 @@ async def check_remote_bot(
         await run_scenarios(welcomed, welcomed.hello, games, clock, seed, add)
         return report
     finally:
+        welcomed_bot = servicer.welcomed.result() if servicer.welcomed.done() else None
+        if isinstance(welcomed_bot, _RemoteBot):
+            # Tell the bot the check is over, so that an SDK bot stops instead of reconnecting to nobody.
+            with contextlib.suppress(Exception):
+                await welcomed_bot.session.error(
+                    bs.ERROR_CODE_UNSPECIFIED,
+                    "arena check-bot has finished its check and is stopping; see its report",
+                    fatal=True,
+                )
         await hub.shutdown("the check is over")
         with contextlib.suppress(Exception):
             await server.stop(grace=0.5)

@@ -21,7 +21,7 @@ import pytest
 from arena_client import Bot, Turn
 from arena_client.remote import ServerUnreachable, run
 from tests.conftest import in_thread
-from tests.soak_support import closed_port
+from tests.soak_support import ScriptProcess, closed_port, write_sdk_bot
 
 
 class Paper(Bot):
@@ -167,3 +167,19 @@ def test_check_bot_listen_on_a_busy_port_is_one_line(silent_port: int) -> None:
         f"arena: cannot listen on 127.0.0.1:{silent_port} (Address already in use); pick another port for --listen "
         "(0 picks a free one)"
     ]
+
+
+def test_an_sdk_bot_stops_when_check_bot_is_done(tmp_path: Path) -> None:
+    """An SDK bot (default reconnect) checked by check-bot --listen is told the check is over and stops."""
+    port = closed_port()
+    check = ScriptProcess(None, ["check-bot", "--listen", f"127.0.0.1:{port}", "--game", "rps", "--wait", "30"])
+    with check:
+        assert check.out.wait(lambda lines: any("point your bot at" in line for line in lines), 30), check.err.text()
+        bot = ScriptProcess(write_sdk_bot(tmp_path / "bot.py", f"127.0.0.1:{port}", name="checked"))
+        with bot:
+            assert check.wait(60) == 0, check.out.text() + check.err.text()
+            assert bot.wait(10) == 1, bot.err.text()
+    [error] = bot.events("error")
+    assert error["message"] == "arena check-bot has finished its check and is stopping; see its report"
+    assert "Traceback" not in bot.err.text()
+    assert "PASSED" in check.out.text()
