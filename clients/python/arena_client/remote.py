@@ -120,7 +120,9 @@ def run(
     Ctrl-C (SIGINT) ends the program quietly at any moment (while connected,
     while waiting to reconnect, inside ``act``): ``run`` prints
     ``arena_client: interrupted`` and raises ``SystemExit(130)``. Use
-    :meth:`Client.play` to handle interruption yourself.
+    :meth:`Client.play` to handle interruption yourself. (With
+    ``threaded=False`` a running ``act`` holds the event loop: the first
+    Ctrl-C takes effect when it returns, a second one at once.)
 
     Args:
         bot: The bot.
