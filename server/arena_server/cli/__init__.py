@@ -17,7 +17,27 @@ import sys
 from collections.abc import Sequence
 
 from arena_server import __version__
-from arena_server.commands import COMMAND_MODULES, CliError
+
+
+
+class CliError(Exception):
+    """A user error: printed as one line on stderr, exit code 2."""
+
+
+COMMAND_MODULES: list[str] = [
+    "arena_server.commands.serve",
+    "arena_server.commands.games",
+    "arena_server.commands.match",
+    "arena_server.commands.play",
+    "arena_server.commands.watch",
+    "arena_server.commands.profile",
+    "arena_server.commands.experiment",
+    "arena_server.commands.check_bot",
+    "arena_server.commands.bot",
+    "arena_server.commands.tournament",
+    "arena_server.commands.ladder",
+    "arena_server.commands.replay",
+]
 
 
 class _Parser(argparse.ArgumentParser):
