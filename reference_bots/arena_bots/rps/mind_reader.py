@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from arena_bots._kernels import mind_reader as K
-from arena_bots._kernels.rng import seed_state
+import arena_bots.rps.mind_reader_kernels as K
+from arena_bots.numba_helpers import seed_state
 from arena_bots.registry import hosted
 from arena_client import Bot, MatchInfo, Turn
 from arena_games.rps import counters

@@ -1,6 +1,6 @@
 """numba kernels for Shannon's mind reader with wildcard window elements.
 
-State of one reader (see :mod:`arena_bots.mind_reader`):
+State of one reader (see :mod:`arena_bots.rps.mind_reader`):
 
 * ``A`` int64 counters, ``signs * (signs + 1) ** n``; cell
   ``x0 + signs * sum(x_i * (signs + 1) ** (i - 1))`` where ``x_i = signs``
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from arena_bots._kernels.rng import rand_below
+from arena_bots.numba_helpers import rand_below
 
 M_N = 0
 M_SIGNS = 1

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arena_bots._kernels import sicilian as K
-from arena_bots._kernels.rng import seed_state
+import arena_bots.rps.sicilian_kernels as K
+from arena_bots.numba_helpers import seed_state
 from arena_bots.registry import hosted
 from arena_client import Bot, MatchInfo, Turn
 from arena_games.rps import beats

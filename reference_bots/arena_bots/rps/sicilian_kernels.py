@@ -1,8 +1,8 @@
-"""numba kernel of the ``sicilian`` ensemble bot (see :mod:`arena_bots.sicilian`).
+"""numba kernel of the ``sicilian`` ensemble bot (see :mod:`arena_bots.rps.sicilian`).
 
 One call of :func:`step` records the previous round (if any), scores every
 expert on it, and returns the next move. All state is in the arrays of
-:class:`arena_bots.sicilian.SicilianState`; ``IV`` holds the scalars (``I_*`` slots).
+:class:`arena_bots.rps.sicilian.SicilianState`; ``IV`` holds the scalars (``I_*`` slots).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from arena_bots._kernels import mind_reader as MR
-from arena_bots._kernels.rng import argmax_random_tie, rand_below
+import arena_bots.rps.mind_reader_kernels as MR
+from arena_bots.numba_helpers import argmax_random_tie, rand_below
 
 # IV[...] scalar slots
 I_SIGNS = 0

@@ -54,8 +54,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from arena_bots._kernels import thesis as K
-from arena_bots._kernels.rng import seed_state
+import arena_bots.rps.thesis_kernels as K
+from arena_bots.numba_helpers import seed_state
 from arena_bots.registry import hosted
 from arena_client import Bot, MatchInfo, Turn
 from arena_games.rps import counters, payoff_table
@@ -165,7 +165,7 @@ def oracle(children: tuple[AgentSpec, ...] | None = None) -> AgentSpec:
 
 
 Agent = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""The arrays (H, FP, IS, FS, R) of :mod:`arena_bots._kernels.thesis`."""
+"""The arrays (H, FP, IS, FS, R) of :mod:`arena_bots.rps.thesis_kernels`."""
 
 
 def build_agent(spec: AgentSpec, signs: int, seed: int) -> Agent:

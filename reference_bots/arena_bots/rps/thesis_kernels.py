@@ -1,7 +1,7 @@
 """numba kernels for the RPSLS thesis's agents (Bizjak 2020), on flat arrays.
 
 An *agent* is five arrays ``(H, FP, IS, FS, R)`` built by
-:func:`arena_bots.thesis_agents.build_agent`:
+:func:`arena_bots.rps.thesis_agents.build_agent`:
 
 * ``H[u, :]`` int64 header of unit ``u`` (kind, signs, order, offsets, the
   last proposal, rounds seen, current key, ...), see the ``C_*`` columns;
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from arena_bots._kernels.rng import argmax_random_tie, rand_below, rand_unit
+from arena_bots.numba_helpers import argmax_random_tie, rand_below, rand_unit
 
 KIND_RANDOM = 0
 KIND_CONST = 1

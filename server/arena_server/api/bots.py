@@ -1,6 +1,6 @@
 """``arena.v1.BotService``: register bot names, submit programs, list bots, read failures.
 
-A thin gRPC layer over :class:`arena_server.bot_registry.BotRegistry` (the hub's registry);
+A thin gRPC layer over :class:`arena_server.bots.registry.BotRegistry` (the hub's registry);
 every refusal becomes a gRPC status whose details say what to do.
 """
 
@@ -12,10 +12,10 @@ import grpc
 
 from arena.v1 import bots_pb2 as bp
 from arena.v1 import bots_pb2_grpc as bp_grpc
-from arena_server.bot_registry import BotRegistry, RegistryError
-from arena_server.failures import list_failures
-from arena_server.hub import Hub
-from arena_server.stdio import Framing
+from arena_server.bots.failures import list_failures
+from arena_server.bots.registry import BotRegistry, RegistryError
+from arena_server.matches.hub import Hub
+from arena_server.seats.framing import Framing
 
 _CODES = {
     "bad_name": grpc.StatusCode.INVALID_ARGUMENT,

@@ -7,15 +7,15 @@ from typing import NoReturn, TypeAlias
 
 import grpc
 
+import arena_server.ladder.fit as rt
+import arena_server.store.ratings as ls
 from arena.v1 import ladder_pb2 as lp
 from arena.v1 import ladder_pb2_grpc as lp_grpc
 from arena_client import Termination
 from arena_client.convert import params_from_proto
 from arena_games import GameError, load_game
-from arena_server import ladder_store as ls
-from arena_server import ratings as rt
-from arena_server.hub import Hub
-from arena_server.replay import seat_messages
+from arena_server.matches.hub import Hub
+from arena_server.matches.replay import seat_messages
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
 
@@ -115,7 +115,7 @@ class LadderServicer(lp_grpc.LadderServiceServicer):
         return out
 
     async def ListBotMatches(self, request: lp.ListBotMatchesRequest, context: Ctx) -> lp.ListBotMatchesResponse:  # type: ignore[override]
-        from arena_server.service import record_to_proto
+        from arena_server.api.server import record_to_proto
 
         limit = request.limit or 20
         if not 1 <= limit <= 1000:

@@ -3,8 +3,8 @@
 :func:`check_remote_bot` starts a temporary Arena gRPC server whose only bot
 is the uniformly random one (no store), waits for a bot to dial
 ``BotSessionService.Play`` and say hello, then plays the same scripted
-scenarios as the subprocess checker (:func:`arena_server.conformance.run_scenarios`)
-over the bot's :class:`~arena_server.remote.RemoteSeat`. Every message the
+scenarios as the subprocess checker (:func:`arena_server.bots.conformance.run_scenarios`)
+over the bot's :class:`~arena_server.seats.remote.RemoteSeat`. Every message the
 server writes to the stream and every message it reads from it is recorded,
 so a failure names the message the bot got and the one it sent.
 
@@ -26,7 +26,8 @@ from arena.v1 import bot_session_pb2_grpc as bs_grpc
 from arena.v1 import games_pb2_grpc as gp_grpc
 from arena_bots import hosted_bots
 from arena_client import SeatInfo, Termination, TimeControl
-from arena_server.conformance import (
+from arena_server.api.server import BotSessionServicer, GameServicer, bind_port
+from arena_server.bots.conformance import (
     DEFAULT_CHECK_CLOCK,
     CheckReport,
     Finding,
@@ -36,10 +37,9 @@ from arena_server.conformance import (
     render_message,
     run_scenarios,
 )
-from arena_server.hub import Hub
-from arena_server.referee import Seat
-from arena_server.remote import RemoteSeat, RemoteSession
-from arena_server.service import BotSessionServicer, GameServicer, bind_port
+from arena_server.matches.hub import Hub
+from arena_server.referee.loop import Seat
+from arena_server.seats.remote import RemoteSeat, RemoteSession
 
 
 class Conversation:
@@ -110,7 +110,7 @@ class ObservedRemoteSeat(RemoteSeat):
 
 
 class _RemoteBot:
-    """The connected session as a :class:`~arena_server.conformance.BotUnderCheck`."""
+    """The connected session as a :class:`~arena_server.bots.conformance.BotUnderCheck`."""
 
     def __init__(self, session: RemoteSession, conversation: Conversation, hello: bs.Hello) -> None:
         self.session = session

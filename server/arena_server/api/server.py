@@ -1,6 +1,6 @@
 """The gRPC server: BotSessionService, GameService, MatchService, health and reflection.
 
-:func:`build_server` wires a :class:`~arena_server.hub.Hub` to a grpc.aio
+:func:`build_server` wires a :class:`~arena_server.matches.hub.Hub` to a grpc.aio
 server on a port (0 picks a free one, as tests do).
 """
 
@@ -37,14 +37,14 @@ from arena_client.convert import (
 )
 from arena_games import CHANCE, registered_games
 from arena_server import __version__
-from arena_server.bot_service import SERVICE_NAME as BOT_SERVICE_NAME
-from arena_server.bot_service import BotServicer
-from arena_server.hub import Hub, HubError, RunningMatch
-from arena_server.ladder_service import SERVICE_NAME as LADDER_SERVICE_NAME
-from arena_server.ladder_service import add_to_server as add_ladder_service
-from arena_server.referee import MatchRecord
-from arena_server.remote import MAX_MESSAGE_BYTES, RemoteSession
-from arena_server.store import hash_token
+from arena_server.api.bots import SERVICE_NAME as BOT_SERVICE_NAME
+from arena_server.api.bots import BotServicer
+from arena_server.api.ladder import SERVICE_NAME as LADDER_SERVICE_NAME
+from arena_server.api.ladder import add_to_server as add_ladder_service
+from arena_server.matches.hub import Hub, HubError, RunningMatch
+from arena_server.referee.loop import MatchRecord
+from arena_server.seats.remote import MAX_MESSAGE_BYTES, RemoteSession
+from arena_server.store.database import hash_token
 
 PROTOCOL_VERSION = "arena.v1"
 PING_INTERVAL = 20.0

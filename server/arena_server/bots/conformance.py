@@ -10,7 +10,7 @@ The same function serves as the self-check of a submitted bot.
 The scenarios themselves (:func:`run_scenarios`) only need a
 :class:`BotUnderCheck`, which hands out one seat per scenario: the subprocess
 checker gives :class:`SubprocessSeat` objects, the remote checker
-(:mod:`arena_server.remote_check`) seats of a connected gRPC session.
+(:mod:`arena_server.api.remote_check`) seats of a connected gRPC session.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from arena.v1 import bot_session_pb2 as bs
 from arena_bots.simple import RandomBot
 from arena_client import MatchInfo, SeatInfo, Termination, TimeControl
 from arena_games import Game, GameError, describe_actions, load_game, registered_games
-from arena_server.referee import Seat, play_match
-from arena_server.seats import InProcessSeat
-from arena_server.stdio import Framing, json_text
-from arena_server.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.referee.loop import Seat, play_match
+from arena_server.seats.framing import Framing, json_text
+from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
 
 DEFAULT_CHECK_CLOCK = TimeControl(timedelta(seconds=2), timedelta(seconds=0), timedelta(seconds=0.5))
 

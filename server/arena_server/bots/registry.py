@@ -4,14 +4,14 @@ A bot name is claimed once (:meth:`BotRegistry.register`) and answered with a se
 token that is stored only as its SHA-256. The token holder may submit programs
 (:meth:`BotRegistry.submit`): each submission becomes the next version of the bot,
 unpacked under ``<data dir>/bots/<name>/v<version>/``, and is self-checked against the
-random bot (:func:`arena_server.conformance.check_bot`) before it is accepted. A
+random bot (:func:`arena_server.bots.conformance.check_bot`) before it is accepted. A
 rejected version is kept with its report and never seated. A local command
 (:meth:`BotRegistry.add_local`, ``arena bot add``) is registered as version 1 without
 a self-check: whoever runs the server vouches for it.
 
 The registry keeps, in memory, the newest accepted version of every subprocess bot so
 that the hub can answer "which games does this bot play" without a query, and turns a
-name into a :class:`~arena_server.subprocess_seat.SubprocessSeat` (:meth:`BotRegistry.seat`).
+name into a :class:`~arena_server.seats.subprocess_seat.SubprocessSeat` (:meth:`BotRegistry.seat`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from pathlib import Path
 
 from arena_client import SeatInfo, TimeControl
 from arena_games import registered_games
-from arena_server.conformance import check_bot, format_report
-from arena_server.sandbox import Limits
-from arena_server.stdio import Framing
-from arena_server.store import Store, hash_token
-from arena_server.subprocess_seat import BotProgram, SubprocessSeat
-from arena_server.uploads import UploadError, unpack_upload
+from arena_server.bots.conformance import check_bot, format_report
+from arena_server.bots.uploads import UploadError, unpack_upload
+from arena_server.seats.framing import Framing
+from arena_server.seats.sandbox import Limits
+from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.store.database import Store, hash_token
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 SELF_CHECK_CLOCK = TimeControl(timedelta(seconds=2), timedelta(seconds=2), timedelta(seconds=0.5))
@@ -364,7 +364,7 @@ def unreadable_for(path: Path, limits: Limits) -> str | None:
     """Why bots (running as ``nobody`` when the server is root) could not reach ``path``, or None."""
     import os
 
-    from arena_server.sandbox import RUN_AS_AUTO
+    from arena_server.seats.sandbox import RUN_AS_AUTO
 
     if os.geteuid() != 0 or limits.run_as is None or (limits.run_as != RUN_AS_AUTO and limits.run_as == "root"):
         return None

@@ -19,24 +19,23 @@ from collections.abc import Sequence
 from arena_server import __version__
 
 
-
 class CliError(Exception):
     """A user error: printed as one line on stderr, exit code 2."""
 
 
 COMMAND_MODULES: list[str] = [
-    "arena_server.commands.serve",
-    "arena_server.commands.games",
-    "arena_server.commands.match",
-    "arena_server.commands.play",
-    "arena_server.commands.watch",
-    "arena_server.commands.profile",
-    "arena_server.commands.experiment",
-    "arena_server.commands.check_bot",
-    "arena_server.commands.bot",
-    "arena_server.commands.tournament",
-    "arena_server.commands.ladder",
-    "arena_server.commands.replay",
+    "arena_server.cli.serve",
+    "arena_server.cli.games",
+    "arena_server.cli.match",
+    "arena_server.cli.play",
+    "arena_server.cli.watch",
+    "arena_server.cli.profile",
+    "arena_server.cli.experiment",
+    "arena_server.cli.check_bot",
+    "arena_server.cli.bot",
+    "arena_server.cli.tournament",
+    "arena_server.cli.ladder",
+    "arena_server.cli.replay",
 ]
 
 
@@ -70,6 +69,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("arena: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

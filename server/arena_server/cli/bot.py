@@ -24,14 +24,14 @@ import grpc
 from arena.v1 import bots_pb2 as bp
 from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena_client import Termination
-from arena_server.bot_registry import BotRegistry, RegistryError, default_data_dir, unreadable_for
-from arena_server.commands import CliError
-from arena_server.commands.common import DEFAULT_ADDRESS
-from arena_server.failures import FailureRow, format_failure, list_failures
-from arena_server.sandbox import Limits
-from arena_server.stdio import Framing
-from arena_server.store import SCHEMA_VERSION, Store, StoreError
-from arena_server.uploads import MAX_UPLOAD_BYTES
+from arena_server.bots.failures import FailureRow, format_failure, list_failures
+from arena_server.bots.registry import BotRegistry, RegistryError, default_data_dir, unreadable_for
+from arena_server.bots.uploads import MAX_UPLOAD_BYTES
+from arena_server.cli import CliError
+from arena_server.cli.common import DEFAULT_ADDRESS
+from arena_server.seats.framing import Framing
+from arena_server.seats.sandbox import Limits
+from arena_server.store.database import SCHEMA_VERSION, Store, StoreError
 
 T = TypeVar("T")
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from arena_client import TimeControl
 from arena_games import Game, GameError, load_game
-from arena_server.commands import CliError
-from arena_server.store import Store, StoreError
+from arena_server.cli import CliError
+from arena_server.store.database import Store, StoreError
 
 DEFAULT_ADDRESS = "localhost:50051"
 

@@ -13,15 +13,15 @@ from datetime import UTC, datetime
 
 import grpc
 
+import arena_server.store.ratings as ls
 from arena.v1 import ladder_pb2 as lp
 from arena.v1 import ladder_pb2_grpc as lp_grpc
 from arena_client.convert import params_to_proto
 from arena_games import GameError, load_game
-from arena_server import ladder_store as ls
-from arena_server.commands import CliError
-from arena_server.commands.common import DEFAULT_ADDRESS, open_database, parse_params
-from arena_server.hub import Hub
-from arena_server.ladder import Ladder, LadderConfig, parse_game_spec
+from arena_server.cli import CliError
+from arena_server.cli.common import DEFAULT_ADDRESS, open_database, parse_params
+from arena_server.ladder.scheduler import Ladder, LadderConfig, parse_game_spec
+from arena_server.matches.hub import Hub
 
 DEFAULT_LADDER_GAMES = ("rps", "tic_tac_toe", "dots_and_boxes", "liars_dice")
 

@@ -11,15 +11,15 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_bots import hosted_bots
 from arena_client.convert import params_to_proto, time_control_to_proto
-from arena_server.commands import CliError
-from arena_server.commands.common import (
+from arena_server.cli import CliError
+from arena_server.cli.common import (
     add_game_arguments,
     add_time_control_arguments,
     game_from_args,
     open_database,
     time_control_from_args,
 )
-from arena_server.hub import Hub, HubError
+from arena_server.matches.hub import Hub, HubError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

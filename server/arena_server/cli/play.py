@@ -17,9 +17,9 @@ from typing import Any, TextIO
 from arena_client import Bot, MatchInfo, MatchResult, Resign, TimeControl, Turn, Update
 from arena_client.remote import ArenaError, Client
 from arena_games import Game, IllegalActionError, load_game
-from arena_server.commands import CliError
-from arena_server.commands.common import DEFAULT_ADDRESS, parse_params
-from arena_server.terminal import render
+from arena_server.cli import CliError
+from arena_server.cli.common import DEFAULT_ADDRESS, parse_params
+from arena_server.matches.terminal import render
 
 PROMPT = "your move> "
 RETRY_PROMPT = "try again> "

@@ -3,7 +3,7 @@
 Each bot's profile is built from every stored rps match it played (its moves
 against its opponents' moves), then the two profiles are compared with the
 mind-reader post's distance p = sum_j F_j(d_j) over levels j = 1..n+1 (see
-``arena_bots.mind_reader``): p lies in [0, n+1], 0 for identical profiles,
+``arena_bots.rps.mind_reader``): p lies in [0, n+1], 0 for identical profiles,
 larger for more different play. The post's own degrees of freedom saturate
 quickly on long matches, so the "cells" variant is printed beside it.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from arena_bots.mind_reader import MindReaderProfile, level_statistics, profile_distance
-from arena_server.commands import CliError
-from arena_server.commands.common import open_database
-from arena_server.store import Store
+from arena_bots.rps.mind_reader import MindReaderProfile, level_statistics, profile_distance
+from arena_server.cli import CliError
+from arena_server.cli.common import open_database
+from arena_server.store.database import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

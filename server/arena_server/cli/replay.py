@@ -17,11 +17,11 @@ from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import SeatInfo, Termination
 from arena_client.convert import params_from_proto, seat_from_proto, time_control_from_proto
 from arena_games import GameError, load_game
-from arena_server.commands import CliError
-from arena_server.commands.common import DEFAULT_ADDRESS
-from arena_server.referee import MatchRecord, MoveLog
-from arena_server.replay import describe_step, feed, read_messages, replay_steps, write_messages
-from arena_server.stdio import FrameError, Framing
+from arena_server.cli import CliError
+from arena_server.cli.common import DEFAULT_ADDRESS
+from arena_server.matches.replay import describe_step, feed, read_messages, replay_steps, write_messages
+from arena_server.referee.loop import MatchRecord, MoveLog
+from arena_server.seats.framing import FrameError, Framing
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -8,14 +8,14 @@ import signal
 import sys
 
 from arena_bots import hosted_bots
-from arena_server.bot_registry import prepare_registry
-from arena_server.commands import CliError
-from arena_server.commands.common import add_time_control_arguments, open_database, time_control_from_args
-from arena_server.commands.ladder import add_serve_arguments as add_ladder_arguments
-from arena_server.commands.ladder import ladder_config, start_ladder
-from arena_server.hub import Hub
-from arena_server.ladder import LadderConfig
-from arena_server.service import build_server
+from arena_server.api.server import build_server
+from arena_server.bots.registry import prepare_registry
+from arena_server.cli import CliError
+from arena_server.cli.common import add_time_control_arguments, open_database, time_control_from_args
+from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
+from arena_server.cli.ladder import ladder_config, start_ladder
+from arena_server.ladder.scheduler import LadderConfig
+from arena_server.matches.hub import Hub
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

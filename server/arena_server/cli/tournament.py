@@ -10,23 +10,23 @@ from typing import TextIO
 
 from arena_bots import hosted_bots
 from arena_games import Game
-from arena_server.commands import CliError
-from arena_server.commands.common import (
+from arena_server.cli import CliError
+from arena_server.cli.common import (
     add_game_arguments,
     add_time_control_arguments,
     game_from_args,
     open_database,
     time_control_from_args,
 )
-from arena_server.hub import Hub
-from arena_server.ladder import ladder_game
-from arena_server.tournament import (
+from arena_server.ladder.scheduler import ladder_game
+from arena_server.ladder.tournament import (
     Tournament,
     TournamentError,
     crosstable_text,
     standings_table,
     write_outputs,
 )
+from arena_server.matches.hub import Hub
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -19,9 +19,9 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import observation_from_proto, params_from_proto
 from arena_games import CHANCE, Game, load_game
-from arena_server.commands import CliError
-from arena_server.commands.common import DEFAULT_ADDRESS
-from arena_server.terminal import render
+from arena_server.cli import CliError
+from arena_server.cli.common import DEFAULT_ADDRESS
+from arena_server.matches.terminal import render
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

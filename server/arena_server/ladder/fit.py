@@ -1,6 +1,6 @@
 """Rating mathematics: Bradley-Terry with confidence intervals, Plackett-Luce, crosstable cells.
 
-Nothing here touches the database; :mod:`arena_server.ladder_store` feeds it
+Nothing here touches the database; :mod:`arena_server.store.ratings` feeds it
 aggregated counts and stores what comes out.
 
 Two-player pools use a Bradley-Terry model fitted by Newton's method on the

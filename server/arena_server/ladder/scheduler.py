@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
+import arena_server.store.ratings as ls
 from arena_client import Termination, TimeControl
 from arena_games import Game
-from arena_server import ladder_store as ls
-from arena_server.hub import Hub, HubError
-from arena_server.ratings import PRIOR_SD_ELO, Z95
-from arena_server.referee import MatchRecord, new_seed
+from arena_server.ladder.fit import PRIOR_SD_ELO, Z95
+from arena_server.matches.hub import Hub, HubError
+from arena_server.referee.loop import MatchRecord, new_seed
 
 FAILURES = frozenset(
     {

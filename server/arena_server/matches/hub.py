@@ -22,14 +22,14 @@ from typing import Any
 from arena_bots import HostedBot
 from arena_client import PublicMove, SeatInfo, Termination, TimeControl
 from arena_games import CHANCE, Game, GameError, State, load_game
-from arena_server.bot_registry import BotRegistry, default_data_dir
-from arena_server.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
-from arena_server.ladder_store import rating_change
-from arena_server.referee import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match, seed_hash
-from arena_server.remote import RemoteSession
-from arena_server.seats import InProcessSeat
-from arena_server.store import Store
-from arena_server.subprocess_seat import SubprocessSeat
+from arena_server.bots.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
+from arena_server.bots.registry import BotRegistry, default_data_dir
+from arena_server.referee.loop import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match, seed_hash
+from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.remote import RemoteSession
+from arena_server.seats.subprocess_seat import SubprocessSeat
+from arena_server.store.database import Store
+from arena_server.store.ratings import rating_change
 
 
 class HubError(Exception):

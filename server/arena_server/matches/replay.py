@@ -27,9 +27,9 @@ from arena.v1 import bot_session_pb2 as bs
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
 from arena_client.types import MatchInfo, MatchResult, PublicMove, Termination, Turn, Update
 from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, State
-from arena_server.referee import MatchRecord
-from arena_server.stdio import FrameError, FrameReader, Framing, encode, parse_payload
-from arena_server.terminal import render
+from arena_server.matches.terminal import render
+from arena_server.referee.loop import MatchRecord
+from arena_server.seats.framing import FrameError, FrameReader, Framing, encode, parse_payload
 
 
 @dataclass

@@ -6,7 +6,7 @@ Two framings carry exactly the messages of the gRPC stream:
   its length as a base-128 varint, which is what protobuf's own delimited I/O
   writes (Java ``writeDelimitedTo``, C++ ``SerializeDelimitedToOstream``).
 * ``json``: one canonical proto3 JSON object per line (the mapping of
-  ``google.protobuf.json_format``, written by :mod:`arena_server.proto_json`),
+  ``google.protobuf.json_format``, written by :mod:`arena_server.seats.proto_json`),
   so a bot needs no protobuf library. The server writes every field, defaults
   included, on one line ending in ``\\n``; it accepts either ``lowerCamelCase``
   or the proto field names from the bot.
@@ -30,7 +30,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from arena.v1 import bot_session_pb2 as bs
-from arena_server.proto_json import parse_action, to_json_dict
+from arena_server.seats.proto_json import parse_action, to_json_dict
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 16
 """Largest message accepted from a bot (its messages are a few dozen bytes)."""

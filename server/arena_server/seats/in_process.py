@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from arena_client import Bot, MatchInfo, MatchResult, PublicMove, Resign, SeatInfo, Termination, Turn, Update
-from arena_server.referee import Answer, Seat
+from arena_server.referee.loop import Answer, Seat
 
 
 class InProcessSeat(Seat):

@@ -35,8 +35,16 @@ from typing import Any
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
-from arena_server.referee import Answer, Seat
-from arena_server.sandbox import (
+from arena_server.referee.loop import Answer, Seat
+from arena_server.seats.framing import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    FrameError,
+    FrameParser,
+    Framing,
+    encode,
+    parse_payload,
+)
+from arena_server.seats.sandbox import (
     EXIT_REPORT,
     LaunchSpec,
     Limits,
@@ -44,7 +52,6 @@ from arena_server.sandbox import (
     build_launch,
     probe_isolation,
 )
-from arena_server.stdio import DEFAULT_MAX_MESSAGE_BYTES, FrameError, FrameParser, Framing, encode, parse_payload
 
 PROTOCOL_VERSION = "arena.v1"
 SERVER_VERSION = "arena/0.1"

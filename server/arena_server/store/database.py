@@ -32,7 +32,7 @@ import aiosqlite
 
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
-from arena_server.referee import MatchRecord, MoveLog
+from arena_server.referee.loop import MatchRecord, MoveLog
 
 
 class StoreError(Exception):
@@ -91,7 +91,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX seats_by_bot ON match_seats (bot_name, match_id);
     """,
-    # 2: ratings and the ladder (issue 5; see arena_server/ladder_store.py). Everything here is
+    # 2: ratings and the ladder (issue 5; see arena_server/store/ratings.py). Everything here is
     # derived from matches and rebuilt by `arena ratings recompute`, except bot_status and tournaments.
     """
     CREATE TABLE rated_matches (
@@ -152,7 +152,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (tournament_id, slot)
     );
     """,
-    # 3: submitted bots (issue 4; see arena_server/bot_registry.py): a verdict per version, the capped
+    # 3: submitted bots (issue 4; see arena_server/bots/registry.py): a verdict per version, the capped
     # stderr log of every subprocess seat, and what an author needs to fix a failure.
     """
     ALTER TABLE bot_versions ADD COLUMN status TEXT NOT NULL DEFAULT 'accepted';  -- accepted | rejected

@@ -1,6 +1,6 @@
 """Ratings in the database: the change a rated match causes, refits, recompute, and queries.
 
-Tables (migration 2 in :mod:`arena_server.store`):
+Tables (migration 2 in :mod:`arena_server.store.database`):
 
 * ``rated_matches``: one row per rated match whose rating change was applied,
   in application order (``seq``). ``match_id`` is UNIQUE, so a match can never
@@ -32,10 +32,10 @@ from typing import Any
 
 import aiosqlite
 
+import arena_server.ladder.fit as rt
 from arena_client import Termination
 from arena_games import Game, load_game
-from arena_server import ratings as rt
-from arena_server.referee import MatchRecord
+from arena_server.referee.loop import MatchRecord
 
 BT = "bradley-terry"
 PL = "plackett-luce"
