@@ -18,7 +18,7 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import Termination
 from arena_client.convert import observation_from_proto
-from arena_server.store import hash_token
+from arena_server.store.database import hash_token
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
