@@ -124,7 +124,7 @@ def test_challenger_does_not_count_a_match_aborted_by_a_restart(tmp_path: Path) 
             server.address,
             name="challenger",
             opponent="random",
-            params={"rounds": 40},
+            params={"rounds": 60},
             matches=2,
             act_sleep=0.02,
             give_up_after=60,
@@ -132,7 +132,7 @@ def test_challenger_does_not_count_a_match_aborted_by_a_restart(tmp_path: Path) 
         )
         with ScriptProcess(script) as bot:
             assert bot.wait_events("started", 1, 30), bot.err.text()
-            time.sleep(0.2)  # a few rounds in
+            time.sleep(0.2)  # a few rounds in (a match lasts at least 60 x 0.02 s)
             assert server.stop(signal.SIGTERM) == 0
             server.start()
             assert bot.wait_events("done", 1, 60), bot.out.text() + bot.err.text()
