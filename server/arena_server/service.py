@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -49,6 +50,14 @@ from arena_server.store import hash_token
 PROTOCOL_VERSION = "arena.v1"
 PING_INTERVAL = 20.0
 """Seconds of idleness before the server pings a remote bot."""
+HELLO_TIMEOUT = 5.0
+"""Seconds a remote bot has, from opening its stream, to send its Hello."""
+PONG_BURST = 20
+"""Pongs a bot may send that answer no Ping (keep-alives) before :data:`PONG_RATE` applies."""
+PONG_RATE = 1.0
+"""Unsolicited pongs per second a bot may send in the long run; a faster bot is disconnected."""
+MAX_MOVES_PER_PAGE = 10_000
+"""Most moves one GetMatch reply (or a WatchMatch end event) carries; ask for the rest by move_offset."""
 
 _HUB_CODES = {
     "unknown_bot": bs.ERROR_CODE_UNKNOWN_BOT,
@@ -123,7 +132,18 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         hub = self.hub
         session = RemoteSession(context.write, context.peer())
         try:
-            first = await self._read(context, session)
+            try:
+                first = await asyncio.wait_for(self._read(context, session), HELLO_TIMEOUT)
+            except TimeoutError:
+                reason = f"sent no Hello within {HELLO_TIMEOUT:g}s of opening the stream"
+                await session.error(
+                    bs.ERROR_CODE_NO_HELLO,
+                    f"{reason}; send BotMessage{{hello: {{protocol_version: 'arena.v1', name: ...}}}} "
+                    "as soon as the stream is open",
+                    fatal=True,
+                )
+                session.mark_closed(reason)
+                return
             if first is None:
                 return
             if first.WhichOneof("kind") != "hello":
@@ -137,14 +157,21 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if not await self._welcome(session, first.hello):
                 return
             pinger = asyncio.ensure_future(self._ping(session))
+            reader = asyncio.ensure_future(self._read_loop(context, session))
+            closed = asyncio.ensure_future(session.closed.wait())
             try:
-                await self._read_loop(context, session)
+                # The session can also be closed from the writing side (a bot that stops reading).
+                await asyncio.wait([reader, closed], return_when=asyncio.FIRST_COMPLETED)
             finally:
-                pinger.cancel()
+                for task in (pinger, reader, closed):
+                    task.cancel()
+                await asyncio.gather(pinger, reader, closed, return_exceptions=True)
         finally:
             session.mark_closed(session.close_reason or "the stream ended")
             if hub.sessions.get(session.name) is session:
                 del hub.sessions[session.name]
+            await session.flush()  # a last fatal Error, if any, within a short deadline
+            await session.stop_writing()
 
     async def _welcome(self, session: RemoteSession, hello: bs.Hello) -> bool:
         hub = self.hub
@@ -232,6 +259,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         return msg
 
     async def _read_loop(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> None:
+        pongs = _PongBudget(session)
         while True:
             msg = await self._read(context, session)
             if msg is None:
@@ -240,7 +268,15 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if kind == "action":
                 session.on_action(msg.action)
             elif kind == "pong":
-                pass  # a live bot answered a ping; nothing else to do
+                if not pongs.allow(msg.pong.nonce):
+                    reason = (
+                        f"sent pongs faster than {PONG_RATE:g} per second without being pinged; "
+                        "send a Pong only to answer a Ping"
+                    )
+                    session.protocol_violation(reason)
+                    await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
+                    session.mark_closed(reason)
+                    return
             elif kind == "challenge":
                 self.hub.spawn(self._challenge(session, msg.challenge))
             elif kind == "resign":
@@ -255,12 +291,11 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 return
 
     async def _ping(self, session: RemoteSession) -> None:
-        nonce = 0
         while not session.closed.is_set():
             await asyncio.sleep(PING_INTERVAL)
             if session.seat is None:
-                nonce += 1
-                await session.send(bs.ServerMessage(ping=bs.Ping(nonce=nonce)))
+                session.ping_nonce += 1
+                await session.send(bs.ServerMessage(ping=bs.Ping(nonce=session.ping_nonce)))
 
     async def _challenge(self, session: RemoteSession, ch: bs.Challenge) -> None:
         hub = self.hub
@@ -325,6 +360,33 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if running.task is not None:
                 await asyncio.wait([running.task])
         await status(bs.ChallengeStatus.STATE_DONE)
+
+
+class _PongBudget:
+    """Pongs answering the server's last Ping are free; others (keep-alives) come from a token bucket.
+
+    A bot flooding pongs would cost the event loop a read per pong, at the
+    expense of every other match; past the bucket it is disconnected.
+    """
+
+    def __init__(self, session: RemoteSession) -> None:
+        self.session = session
+        self.tokens = float(PONG_BURST)
+        self.last = time.monotonic()
+        self.answered = 0
+
+    def allow(self, nonce: int) -> bool:
+        """Count one pong; False once the bot sends them faster than the budget."""
+        if nonce and nonce == self.session.ping_nonce and nonce != self.answered:
+            self.answered = nonce
+            return True
+        now = time.monotonic()
+        self.tokens = min(float(PONG_BURST), self.tokens + (now - self.last) * PONG_RATE)
+        self.last = now
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
 
 
 class GameServicer(gp_grpc.GameServiceServicer):
