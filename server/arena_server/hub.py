@@ -32,6 +32,10 @@ from arena_server.store import Store
 from arena_server.subprocess_seat import SubprocessSeat
 
 
+MAX_SPECTATOR_BACKLOG = 1024
+"""Events that may wait for one spectator; a spectator further behind is dropped."""
+
+
 class HubError(Exception):
     """A request the hub refuses; the message says what was wrong and what to do.
 
@@ -252,7 +256,7 @@ class Hub:
                         await seat.close()
             self.running.pop(record.match_id, None)
             for queue in running.watchers:
-                queue.put_nowait(("closed", None))
+                queue.put_nowait(("closed", None))  # one more than the cap at most
         return record
 
     async def shutdown(self, reason: str = "the server is shutting down") -> None:
@@ -269,7 +273,9 @@ class Hub:
     async def watch(self, match_id: str) -> AsyncIterator[tuple[str, Any]]:
         """Yield ("started", record), ("moves", (moves, spectator_observation))..., ("ended", record).
 
-        Live matches stream public information only until the end. A stored
+        Live matches stream public information only until the end. A spectator
+        more than :data:`MAX_SPECTATOR_BACKLOG` events behind gets
+        ``("dropped", reason)`` instead and nothing after it. A stored
         match yields its header and its full record at once.
         """
         running = self.running.get(match_id)
@@ -282,8 +288,28 @@ class Hub:
                 yield "ended", stored
             return
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        dropped = False
 
         def listen(kind: str, payload: Any) -> None:
+            nonlocal dropped
+            if dropped:
+                return
+            if queue.qsize() >= MAX_SPECTATOR_BACKLOG:
+                # Too slow: free what it did not read and tell it so, instead of buffering without limit.
+                dropped = True
+                while not queue.empty():
+                    queue.get_nowait()
+                queue.put_nowait(
+                    (
+                        "dropped",
+                        f"too slow, dropped: this spectator fell {MAX_SPECTATOR_BACKLOG} events behind "
+                        f"match {match_id}; read the stream as fast as it comes, or get the record with "
+                        "GetMatch once the match is over",
+                    )
+                )
+                if listen in control.listeners:
+                    control.listeners.remove(listen)
+                return
             if kind == "moves":  # the spectator's view at this very moment
                 moves, state = payload
                 payload = (moves, state.observation(None))
@@ -300,6 +326,9 @@ class Hub:
                 yield "moves", (caught_up, seen)
             while True:
                 kind, payload = await queue.get()
+                if kind == "dropped":
+                    yield kind, payload
+                    return
                 if kind == "closed":
                     # Joined after the referee's "ended": the record is complete by now.
                     yield "ended", running.record

@@ -36,7 +36,7 @@ from arena_client.convert import (
     time_control_from_proto,
     time_control_to_proto,
 )
-from arena_games import CHANCE, registered_games
+from arena_games import CHANCE, Game, registered_games
 from arena_server import __version__
 from arena_server.bot_service import SERVICE_NAME as BOT_SERVICE_NAME
 from arena_server.bot_service import BotServicer
@@ -44,7 +44,7 @@ from arena_server.hub import Hub, HubError, RunningMatch
 from arena_server.ladder_service import SERVICE_NAME as LADDER_SERVICE_NAME
 from arena_server.ladder_service import add_to_server as add_ladder_service
 from arena_server.referee import MatchRecord
-from arena_server.remote import MAX_MESSAGE_BYTES, RemoteSession
+from arena_server.remote import MAX_MESSAGE_BYTES, WRITE_TIMEOUT, RemoteSession
 from arena_server.store import hash_token
 
 PROTOCOL_VERSION = "arena.v1"
@@ -418,6 +418,7 @@ def list_games_proto() -> gp.ListGamesResponse:
 class MatchServicer(mp_grpc.MatchServiceServicer):
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
+        self._recent: dict[str, MatchRecord] = {}
 
     async def CreateMatch(
         self, request: mp.CreateMatchRequest, context: grpc.aio.ServicerContext
@@ -440,14 +441,33 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         return response
 
     async def GetMatch(self, request: mp.GetMatchRequest, context: grpc.aio.ServicerContext) -> mp.MatchRecord:  # type: ignore[override]
+        if request.move_offset < 0 or request.move_limit < 0:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"move_offset={request.move_offset} and move_limit={request.move_limit} must not be negative; "
+                "start at move_offset=0 and follow next_move_offset",
+            )
         running = self.hub.running.get(request.match_id)
         if running is not None:
-            return record_to_proto(running.record, running=running.record.termination is None)
-        record = await self.hub.store.get_match(request.match_id) if self.hub.store is not None else None
+            live = running.record.termination is None
+            return await record_page(running.record, request.move_offset, request.move_limit, running=live)
+        record = await self._stored(request.match_id)
         if record is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no match with id {request.match_id!r}")
             raise AssertionError("unreachable")
-        return record_to_proto(record)
+        return await record_page(record, request.move_offset, request.move_limit)
+
+    async def _stored(self, match_id: str) -> MatchRecord | None:
+        """A finished match from the store, remembered for the next page (records never change once stored)."""
+        cached = self._recent.get(match_id)
+        if cached is not None:
+            return cached
+        record = await self.hub.store.get_match(match_id) if self.hub.store is not None else None
+        if record is not None and record.termination is not None:
+            self._recent[match_id] = record
+            while len(self._recent) > _RECENT_RECORDS:
+                del self._recent[next(iter(self._recent))]
+        return record
 
     async def ListMatches(
         self, request: mp.ListMatchesRequest, context: grpc.aio.ServicerContext
@@ -457,13 +477,16 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit={limit} is out of range; use 1..1000")
         out = mp.ListMatchesResponse()
         if self.hub.store is not None:
-            for record in await self.hub.store.list_matches(request.game, request.bot, limit):
-                out.matches.append(record_to_proto(record, with_moves=False))
+            records = await self.hub.store.list_matches(request.game, request.bot, limit)
+            counts = await self.hub.store.move_counts([r.match_id for r in records])
+            for record in records:
+                msg = record_to_proto(record, with_moves=False)
+                live = self.hub.running.get(record.match_id)
+                msg.move_count = len(live.record.moves) if live is not None else counts.get(record.match_id, 0)
+                out.matches.append(msg)
         return out
 
-    async def WatchMatch(
-        self, request: mp.WatchMatchRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[mp.MatchEvent]:  # type: ignore[override]
+    async def WatchMatch(self, request: mp.WatchMatchRequest, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
         match_id = request.match_id
         if not match_id:
             if not request.game:
@@ -476,22 +499,97 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
                     f"unknown game {request.game!r}; games are: {', '.join(registered_games())}",
                 )
             match_id = await self.hub.next_match(request.game)
+
+        async def send(event: mp.MatchEvent) -> None:
+            # Every write has a deadline: a spectator that stops reading cannot hold the server's memory.
+            try:
+                await asyncio.wait_for(context.write(event), WRITE_TIMEOUT)
+            except TimeoutError:
+                raise _SlowSpectator(
+                    f"too slow, dropped: an event could not be written to this spectator within {WRITE_TIMEOUT:g}s; "
+                    "read the stream as fast as it comes, or get the record with GetMatch once the match is over"
+                ) from None
+
         try:
             async for kind, payload in self.hub.watch(match_id):
                 if kind == "started":
-                    yield mp.MatchEvent(started=record_to_proto(payload, running=True, with_moves=False))
+                    await send(mp.MatchEvent(started=record_to_proto(payload, running=True, with_moves=False)))
                 elif kind == "moves":
                     moves, seen = payload
-                    yield mp.MatchEvent(
-                        update=mp.SpectatorUpdate(
-                            moves=[common.PublicMove(seat=m.seat, action=m.action, label=m.label) for m in moves],
-                            observation=observation_to_proto(seen),
+                    await send(
+                        mp.MatchEvent(
+                            update=mp.SpectatorUpdate(
+                                moves=[common.PublicMove(seat=m.seat, action=m.action, label=m.label) for m in moves],
+                                observation=observation_to_proto(seen),
+                            )
                         )
                     )
                 elif kind == "ended":
-                    yield mp.MatchEvent(ended=record_to_proto(payload))
+                    await send(mp.MatchEvent(ended=await record_page(payload, 0, 0)))
+                elif kind == "dropped":
+                    raise _SlowSpectator(payload)
         except HubError as exc:
             await context.abort(_GRPC_CODES.get(exc.code, grpc.StatusCode.NOT_FOUND), str(exc))
+        except _SlowSpectator as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+
+
+class _SlowSpectator(Exception):
+    """A spectator that does not keep up; the message is its final status."""
+
+
+_RECENT_RECORDS = 4
+"""Finished records GetMatch keeps decoded, so paging through a huge match decodes it once."""
+
+_THREAD_MOVES = 2_000
+"""Pages with more moves than this are converted in a worker thread, off the event loop."""
+
+
+async def record_page(record: MatchRecord, offset: int, limit: int, running: bool = False) -> mp.MatchRecord:
+    """``record`` as ``arena.v1.MatchRecord`` with the moves ``[offset, offset + limit)`` only.
+
+    ``limit`` 0 or above :data:`MAX_MOVES_PER_PAGE` means that maximum. The page
+    is copied on the event loop (the referee may be appending to a live match's
+    log) and converted to protobuf in a worker thread when it is large, so a
+    huge match never stalls the other matches.
+    """
+    limit = MAX_MOVES_PER_PAGE if limit <= 0 else min(limit, MAX_MOVES_PER_PAGE)
+    log = record.moves
+    total = len(log)
+    start = min(offset, total)
+    stop = min(total, start + limit)
+    page = (log.players[start:stop], log.actions[start:stop], log.elapsed_us[start:stop], log.legal[start:stop])
+    msg = record_to_proto(record, running=running, with_moves=False)
+    msg.move_count = total
+    msg.next_move_offset = stop if stop < total else 0
+    reveal = not running and record.termination is not None
+    if stop - start > _THREAD_MOVES:
+        moves = await asyncio.to_thread(_moves_to_proto, record.game, page, start, reveal)
+    else:
+        moves = _moves_to_proto(record.game, page, start, reveal)
+    msg.moves.extend(moves)
+    return msg
+
+
+def _moves_to_proto(game: Game, page: tuple[Any, Any, Any, Any], first_ply: int, reveal: bool) -> list[mp.MoveRecord]:
+    """One page of moves as MoveRecords (chance outcomes only when public or revealed)."""
+    out = []
+    show_chance = reveal or game.chance_is_public
+    label = game.action_to_string
+    for ply, (player, action, elapsed_us, legal) in enumerate(zip(*page, strict=True), first_ply):
+        if player == CHANCE and not show_chance:
+            continue
+        out.append(
+            mp.MoveRecord(
+                ply=ply,
+                seat=player,
+                action=action,
+                label=label(player, action),
+                elapsed=duration(timedelta(microseconds=elapsed_us)),
+                legal=bool(legal),
+            )
+        )
+    return out
 
 
 SERVICE_NAMES = (

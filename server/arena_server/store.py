@@ -436,6 +436,18 @@ class Store:
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         return await self._select_matches(where, tuple(args), False, limit)
 
+    async def move_counts(self, match_ids: Sequence[str]) -> dict[str, int]:
+        """The number of moves of each stored match (from the ``move_count`` column, no move list read).
+
+        :meth:`list_matches` returns records without their moves; this gives their real lengths.
+        """
+        ids = [int(m) for m in match_ids if m.isdigit()]
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        async with self.conn.execute(f"SELECT id, move_count FROM matches WHERE id IN ({marks})", ids) as cur:
+            return {str(mid): int(count) for mid, count in await cur.fetchall()}
+
     async def _select_matches(self, where: str, args: Sequence[Any], with_moves: bool, limit: int) -> list[MatchRecord]:
         moves_col = "m.moves" if with_moves else "NULL"
         sql = (
