@@ -63,16 +63,16 @@ class RemoteSession:
     Args:
         write: Coroutine writing one ServerMessage to the stream.
         peer: Description of the remote end, for logs.
-        max_outbox: Messages that may wait to be written.
-        write_timeout: Seconds one write may take.
+        max_outbox: Messages that may wait to be written (default :data:`MAX_OUTBOX`).
+        write_timeout: Seconds one write may take (default :data:`WRITE_TIMEOUT`).
     """
 
     def __init__(
         self,
         write: Callable[[bs.ServerMessage], Awaitable[Any]],
         peer: str = "",
-        max_outbox: int = MAX_OUTBOX,
-        write_timeout: float = WRITE_TIMEOUT,
+        max_outbox: int | None = None,
+        write_timeout: float | None = None,
     ) -> None:
         self._write = write
         self.peer = peer
@@ -88,8 +88,8 @@ class RemoteSession:
         self.seat: RemoteSeat | None = None
         self.ping_nonce = 0
         """Nonce of the last Ping sent (a Pong echoing it answers it)."""
-        self.max_outbox = max_outbox
-        self.write_timeout = write_timeout
+        self.max_outbox = MAX_OUTBOX if max_outbox is None else max_outbox
+        self.write_timeout = WRITE_TIMEOUT if write_timeout is None else write_timeout
         self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
@@ -136,7 +136,7 @@ class RemoteSession:
                     await asyncio.wait_for(self._write(msg), self.write_timeout)
                 except TimeoutError:
                     self._abandon(
-                        f"does not read its stream: a {msg.WhichOneof('kind')} message could not be written "
+                        f"does not read its stream: a message ({msg.WhichOneof('kind')}) could not be written "
                         f"within {self.write_timeout:g}s"
                     )
                     return
