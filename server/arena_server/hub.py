@@ -32,7 +32,6 @@ from arena_server.seats import InProcessSeat
 from arena_server.store import Store
 from arena_server.subprocess_seat import SubprocessSeat
 
-
 MAX_SPECTATOR_BACKLOG = 100_000
 """Moves that may wait for one spectator; a spectator further behind is dropped (about 10 MB)."""
 

@@ -342,7 +342,8 @@ async def test_get_match_of_a_million_rounds_is_paged_and_does_not_stall_the_loo
         assert tail.moves[-1].label and tail.moves[-1].elapsed.ToTimedelta() == timedelta(microseconds=1500)
         size = first.ByteSize()
         print(
-            f"\nGetMatch on a 1,000,000-round match: {pages + 1} pages in {paging:.2f}s, a page is {size / 1e6:.2f} MB; "
+            f"\nGetMatch on a 1,000,000-round match: {pages + 1} pages in {paging:.2f}s, "
+            f"a page is {size / 1e6:.2f} MB; "
             f"worst loop stall {meter.worst * 1000:.0f} ms; honest match meanwhile {per_round * 1000:.2f} ms per round"
         )
         assert size < 2_000_000
@@ -374,7 +375,8 @@ async def test_a_pong_flood_is_cut_off_and_does_not_delay_other_matches(live_ser
     assert "sent pongs faster than 1 per second without being pinged" in session.close_reason
     assert "flooder" not in live_server.hub.sessions
     print(
-        f"\npong flood: {sent} pongs sent, cut off ({session.close_reason}) after {cut:.2f}s; honest match {per_round * 1000:.2f} ms per round "
+        f"\npong flood: {sent} pongs sent, cut off ({session.close_reason}) after {cut:.2f}s; "
+        f"honest match {per_round * 1000:.2f} ms per round "
         f"(alone: {baseline * 1000:.2f} ms); worst loop stall {meter.worst * 1000:.0f} ms"
     )
     assert cut < 5
@@ -412,7 +414,10 @@ def bad_program(line: bytes) -> BotProgram:
 async def test_bad_stdio_lines_are_protocol_errors_quoting_the_line(case: str) -> None:
     line, phrase = BAD_LINES[case]
     program = bad_program(line)
-    seats = [SubprocessSeat(program, SeatInfo(0, "bad", 1, "subprocess")), InProcessSeat(RandomBot(1), SeatInfo(1, "r"))]
+    seats = [
+        SubprocessSeat(program, SeatInfo(0, "bad", 1, "subprocess")),
+        InProcessSeat(RandomBot(1), SeatInfo(1, "r")),
+    ]
     try:
         record = await play_match(load_game("rps", rounds=5), seats, LONG_CLOCK, seed="bad-lines")
     finally:

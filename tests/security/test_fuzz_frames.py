@@ -23,7 +23,6 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -447,5 +446,3 @@ async def test_grpc_fuzz_real_port_quick(live_server: LiveServer) -> None:
 @pytest.mark.slow
 async def test_grpc_fuzz_real_port_sample(live_server: LiveServer) -> None:
     await check_grpc_port(live_server, 2_000)
-
-

@@ -105,7 +105,7 @@ def record_from_proto(msg: mp.MatchRecord) -> MatchRecord:
 async def get_all_moves(channel: grpc.aio.Channel, match_id: str) -> mp.MatchRecord:
     """GetMatch page after page (the server sends at most 10,000 moves per reply): the record with every move."""
     stub = mp_grpc.MatchServiceStub(channel)
-    msg = await stub.GetMatch(mp.GetMatchRequest(match_id=match_id))
+    msg: mp.MatchRecord = await stub.GetMatch(mp.GetMatchRequest(match_id=match_id))
     while msg.next_move_offset:
         page = await stub.GetMatch(mp.GetMatchRequest(match_id=match_id, move_offset=msg.next_move_offset))
         msg.moves.extend(page.moves)
