@@ -344,8 +344,12 @@ class Hub:
         return task
 
 
+_MERGE_AFTER = 256
+"""Events a spectator may have pending one by one; later moves merge into the last pending event."""
+
+
 class SpectatorQueue:
-    """One spectator's pending events; consecutive ``moves`` events merge, the backlog is capped.
+    """One spectator's pending events; past :data:`_MERGE_AFTER`, ``moves`` events merge; the backlog is capped.
 
     Attributes:
         dropped: Set once more than :data:`MAX_SPECTATOR_BACKLOG` moves were waiting;
@@ -370,7 +374,7 @@ class SpectatorQueue:
             if self.backlog > MAX_SPECTATOR_BACKLOG:
                 self.dropped = True
                 return
-            if self._items and self._items[-1][0] == "moves":
+            if len(self._items) >= _MERGE_AFTER and self._items[-1][0] == "moves":
                 pending, _ = self._items[-1][1]
                 pending.extend(moves)  # our own list (made below), so extending it in place is safe
                 self._items[-1] = ("moves", (pending, seen))

@@ -219,6 +219,17 @@ def decode_moves(blob: bytes | None) -> MoveLog:
     return log
 
 
+_THREAD_BLOB_BYTES = 16 << 10
+"""Stored move lists larger than this (compressed) are decoded in a worker thread."""
+
+
+async def _decode_off_loop(blob: bytes | None) -> MoveLog:
+    """:func:`decode_moves`, in a worker thread for a large blob (a million rounds take 50-200 ms)."""
+    if blob is not None and len(blob) > _THREAD_BLOB_BYTES:
+        return await asyncio.to_thread(decode_moves, blob)
+    return decode_moves(blob)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -501,7 +512,7 @@ class Store:
                 offender=offender,
                 reason=reason,
                 returns=tuple(json.loads(returns)) if returns else (),
-                moves=decode_moves(moves) if with_moves else MoveLog(),
+                moves=await _decode_off_loop(moves) if with_moves else MoveLog(),
                 rated=bool(rated),
             )
             out.append(record)

@@ -321,6 +321,8 @@ async def test_get_match_of_a_million_rounds_is_paged_and_does_not_stall_the_loo
         stub = mp_grpc.MatchServiceStub(channel)
         listed = await stub.ListMatches(mp.ListMatchesRequest(game="rps"))
         assert [m.move_count for m in listed.matches if m.match_id == match_id] == [2_000_000]
+        async with StallMeter().running() as quiet:  # what this (shared, loaded) machine gives without GetMatch
+            alone = await honest_match(live_server, "honest-0", rounds=300)
         async with StallMeter().running() as meter:
             honest = asyncio.ensure_future(honest_match(live_server, "honest-3", rounds=300))
             started = time.perf_counter()
@@ -344,10 +346,12 @@ async def test_get_match_of_a_million_rounds_is_paged_and_does_not_stall_the_loo
         print(
             f"\nGetMatch on a 1,000,000-round match: {pages + 1} pages in {paging:.2f}s, "
             f"a page is {size / 1e6:.2f} MB; "
-            f"worst loop stall {meter.worst * 1000:.0f} ms; honest match meanwhile {per_round * 1000:.2f} ms per round"
+            f"worst loop stall {meter.worst * 1000:.0f} ms; honest match meanwhile {per_round * 1000:.2f} ms per round "
+            f"(without GetMatch: worst stall {quiet.worst * 1000:.0f} ms, {alone * 1000:.2f} ms per round)"
         )
         assert size < 2_000_000
-        assert meter.worst < 0.2
+        # Unpaged, this GetMatch blocked the loop for 11-14 s; allow 200 ms over the machine's own hiccups.
+        assert meter.worst < 0.2 + quiet.worst
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await stub.GetMatch(mp.GetMatchRequest(match_id=match_id, move_offset=-1))
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
