@@ -189,12 +189,12 @@ async def test_a_write_that_never_completes_hits_the_deadline(
     started = time.perf_counter()
     # gRPC buffers several MB for a client that does not read; then writes block for good.
     sent = await flood_stale_answers(raw, turn, 400_000, session)
-    record = await stored(live_server, turn.match_id, within=15)
+    assert sent < 400_000, "the session was never closed"
+    record = await stored(live_server, turn.match_id, within=5)  # the match ends as soon as the session closes
     elapsed = time.perf_counter() - started
     print(f"\nwrite deadline: {sent} stale answers sent; disconnected after {elapsed:.2f}s: {record.reason}")
     assert record.termination == Termination.DISCONNECT
     assert "does not read its stream" in record.reason and "could not be written within 1s" in record.reason
-    assert elapsed < 30
     await honest
     assert await serving(live_server)
     raw.call.cancel()
