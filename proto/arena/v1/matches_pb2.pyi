@@ -136,15 +136,23 @@ class GetMatchRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MATCH_ID_FIELD_NUMBER: _builtins.int
+    MOVE_OFFSET_FIELD_NUMBER: _builtins.int
+    MOVE_LIMIT_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    move_offset: _builtins.int
+    """First move (ply) of the page; 0 for the start of the match."""
+    move_limit: _builtins.int
+    """Moves in the page: 0 (or more than the server's maximum, 10,000) means the maximum."""
     def __init__(
         self,
         *,
         match_id: _builtins.str = ...,
+        move_offset: _builtins.int = ...,
+        move_limit: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id", "move_limit", b"move_limit", "move_offset", b"move_offset"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -281,6 +289,7 @@ class MatchRecord(_message.Message):
     RATED_FIELD_NUMBER: _builtins.int
     MOVES_FIELD_NUMBER: _builtins.int
     MOVE_COUNT_FIELD_NUMBER: _builtins.int
+    NEXT_MOVE_OFFSET_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     game: _builtins.str
     seed_sha256: _builtins.str
@@ -292,6 +301,11 @@ class MatchRecord(_message.Message):
     reason: _builtins.str
     rated: _builtins.bool
     move_count: _builtins.int
+    """Moves in the whole match, chance outcomes included."""
+    next_move_offset: _builtins.int
+    """Where the next page of moves starts (GetMatchRequest.move_offset), or 0
+    when this page reaches the last move.
+    """
     @_builtins.property
     def params(self) -> _containers.MessageMap[_builtins.str, _common_pb2.ParamValue]: ...
     @_builtins.property
@@ -306,7 +320,7 @@ class MatchRecord(_message.Message):
     def ended_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___MoveRecord]:
-        """Empty in ListMatches."""
+        """Empty in ListMatches; one page (see GetMatchRequest) elsewhere."""
 
     def __init__(
         self,
@@ -328,10 +342,11 @@ class MatchRecord(_message.Message):
         rated: _builtins.bool = ...,
         moves: _abc.Iterable[Global___MoveRecord] | None = ...,
         move_count: _builtins.int = ...,
+        next_move_offset: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_offender", b"_offender", "ended_at", b"ended_at", "offender", b"offender", "started_at", b"started_at", "time_control", b"time_control"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_offender", b"_offender", "ended_at", b"ended_at", "game", b"game", "match_id", b"match_id", "move_count", b"move_count", "moves", b"moves", "offender", b"offender", "params", b"params", "rated", b"rated", "reason", b"reason", "returns", b"returns", "seats", b"seats", "seed", b"seed", "seed_sha256", b"seed_sha256", "started_at", b"started_at", "status", b"status", "termination", b"termination", "time_control", b"time_control"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_offender", b"_offender", "ended_at", b"ended_at", "game", b"game", "match_id", b"match_id", "move_count", b"move_count", "moves", b"moves", "next_move_offset", b"next_move_offset", "offender", b"offender", "params", b"params", "rated", b"rated", "reason", b"reason", "returns", b"returns", "seats", b"seats", "seed", b"seed", "seed_sha256", b"seed_sha256", "started_at", b"started_at", "status", b"status", "termination", b"termination", "time_control", b"time_control"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__offender: _TypeAlias = _typing.Literal["offender"]  # noqa: Y015
     _WhichOneofArgType__offender: _TypeAlias = _typing.Literal["_offender", b"_offender"]  # noqa: Y015
@@ -382,7 +397,9 @@ class MatchEvent(_message.Message):
 
     @_builtins.property
     def ended(self) -> Global___MatchRecord:
-        """Sent last: the complete record, hidden information revealed."""
+        """Sent last: the complete record, hidden information revealed (its first
+        page of moves; GetMatch with next_move_offset for the rest).
+        """
 
     def __init__(
         self,

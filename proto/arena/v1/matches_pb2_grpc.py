@@ -68,7 +68,9 @@ class MatchServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetMatch(self, request, context):
-        """A match with its full move list (chance outcomes included once ended).
+        """A match with one page of its move list (chance outcomes included once
+        ended): at most 10,000 moves per reply; next_move_offset says where the
+        next page starts.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -36,7 +36,10 @@ class MatchServiceStub:
     session). With wait=true the call returns when the match has ended.
     """
     GetMatch: _grpc.UnaryUnaryMultiCallable[_matches_pb2.GetMatchRequest, _matches_pb2.MatchRecord]
-    """A match with its full move list (chance outcomes included once ended)."""
+    """A match with one page of its move list (chance outcomes included once
+    ended): at most 10,000 moves per reply; next_move_offset says where the
+    next page starts.
+    """
     ListMatches: _grpc.UnaryUnaryMultiCallable[_matches_pb2.ListMatchesRequest, _matches_pb2.ListMatchesResponse]
     """Recent matches, newest first, without move lists."""
     WatchMatch: _grpc.UnaryStreamMultiCallable[_matches_pb2.WatchMatchRequest, _matches_pb2.MatchEvent]
@@ -52,7 +55,10 @@ class MatchServiceAsyncStub(MatchServiceStub):
     session). With wait=true the call returns when the match has ended.
     """
     GetMatch: _aio.UnaryUnaryMultiCallable[_matches_pb2.GetMatchRequest, _matches_pb2.MatchRecord]  # type: ignore[assignment]
-    """A match with its full move list (chance outcomes included once ended)."""
+    """A match with one page of its move list (chance outcomes included once
+    ended): at most 10,000 moves per reply; next_move_offset says where the
+    next page starts.
+    """
     ListMatches: _aio.UnaryUnaryMultiCallable[_matches_pb2.ListMatchesRequest, _matches_pb2.ListMatchesResponse]  # type: ignore[assignment]
     """Recent matches, newest first, without move lists."""
     WatchMatch: _aio.UnaryStreamMultiCallable[_matches_pb2.WatchMatchRequest, _matches_pb2.MatchEvent]  # type: ignore[assignment]
@@ -77,7 +83,10 @@ class MatchServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _matches_pb2.GetMatchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_matches_pb2.MatchRecord, _abc.Awaitable[_matches_pb2.MatchRecord]]:
-        """A match with its full move list (chance outcomes included once ended)."""
+        """A match with one page of its move list (chance outcomes included once
+        ended): at most 10,000 moves per reply; next_move_offset says where the
+        next page starts.
+        """
 
     @_abc_1.abstractmethod
     def ListMatches(

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -43,12 +45,20 @@ from arena_server.api.ladder import SERVICE_NAME as LADDER_SERVICE_NAME
 from arena_server.api.ladder import add_to_server as add_ladder_service
 from arena_server.matches.hub import Hub, HubError, RunningMatch
 from arena_server.referee.loop import MatchRecord
-from arena_server.seats.remote import MAX_MESSAGE_BYTES, RemoteSession
+from arena_server.seats.remote import MAX_MESSAGE_BYTES, WRITE_TIMEOUT, RemoteSession
 from arena_server.store.database import hash_token
 
 PROTOCOL_VERSION = "arena.v1"
 PING_INTERVAL = 20.0
 """Seconds of idleness before the server pings a remote bot."""
+HELLO_TIMEOUT = 5.0
+"""Seconds a remote bot has, from opening its stream, to send its Hello."""
+PONG_BURST = 20
+"""Pongs a bot may send that answer no Ping (keep-alives) before :data:`PONG_RATE` applies."""
+PONG_RATE = 1.0
+"""Unsolicited pongs per second a bot may send in the long run; a faster bot is disconnected."""
+MAX_MOVES_PER_PAGE = 10_000
+"""Most moves one GetMatch reply (or a WatchMatch end event) carries; ask for the rest by move_offset."""
 
 _HUB_CODES = {
     "unknown_bot": bs.ERROR_CODE_UNKNOWN_BOT,
@@ -123,7 +133,18 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         hub = self.hub
         session = RemoteSession(context.write, context.peer())
         try:
-            first = await self._read(context, session)
+            try:
+                first = await asyncio.wait_for(self._read(context, session), HELLO_TIMEOUT)
+            except TimeoutError:
+                reason = f"sent no Hello within {HELLO_TIMEOUT:g}s of opening the stream"
+                await session.error(
+                    bs.ERROR_CODE_NO_HELLO,
+                    f"{reason}; send BotMessage{{hello: {{protocol_version: 'arena.v1', name: ...}}}} "
+                    "as soon as the stream is open",
+                    fatal=True,
+                )
+                session.mark_closed(reason)
+                return
             if first is None:
                 return
             if first.WhichOneof("kind") != "hello":
@@ -137,14 +158,21 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if not await self._welcome(session, first.hello):
                 return
             pinger = asyncio.ensure_future(self._ping(session))
+            reader = asyncio.ensure_future(self._read_loop(context, session))
+            closed = asyncio.ensure_future(session.closed.wait())
             try:
-                await self._read_loop(context, session)
+                # The session can also be closed from the writing side (a bot that stops reading).
+                await asyncio.wait([reader, closed], return_when=asyncio.FIRST_COMPLETED)
             finally:
-                pinger.cancel()
+                for task in (pinger, reader, closed):
+                    task.cancel()
+                await asyncio.gather(pinger, reader, closed, return_exceptions=True)
         finally:
             session.mark_closed(session.close_reason or "the stream ended")
             if hub.sessions.get(session.name) is session:
                 del hub.sessions[session.name]
+            await session.flush()  # a last fatal Error, if any, within a short deadline
+            await session.stop_writing()
 
     async def _welcome(self, session: RemoteSession, hello: bs.Hello) -> bool:
         hub = self.hub
@@ -232,6 +260,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         return msg
 
     async def _read_loop(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> None:
+        pongs = _PongBudget(session)
         while True:
             msg = await self._read(context, session)
             if msg is None:
@@ -240,7 +269,15 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if kind == "action":
                 session.on_action(msg.action)
             elif kind == "pong":
-                pass  # a live bot answered a ping; nothing else to do
+                if not pongs.allow(msg.pong.nonce):
+                    reason = (
+                        f"sent pongs faster than {PONG_RATE:g} per second without being pinged; "
+                        "send a Pong only to answer a Ping"
+                    )
+                    session.protocol_violation(reason)
+                    await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
+                    session.mark_closed(reason)
+                    return
             elif kind == "challenge":
                 self.hub.spawn(self._challenge(session, msg.challenge))
             elif kind == "resign":
@@ -255,12 +292,11 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 return
 
     async def _ping(self, session: RemoteSession) -> None:
-        nonce = 0
         while not session.closed.is_set():
             await asyncio.sleep(PING_INTERVAL)
             if session.seat is None:
-                nonce += 1
-                await session.send(bs.ServerMessage(ping=bs.Ping(nonce=nonce)))
+                session.ping_nonce += 1
+                await session.send(bs.ServerMessage(ping=bs.Ping(nonce=session.ping_nonce)))
 
     async def _challenge(self, session: RemoteSession, ch: bs.Challenge) -> None:
         hub = self.hub
@@ -327,6 +363,33 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         await status(bs.ChallengeStatus.STATE_DONE)
 
 
+class _PongBudget:
+    """Pongs answering the server's last Ping are free; others (keep-alives) come from a token bucket.
+
+    A bot flooding pongs would cost the event loop a read per pong, at the
+    expense of every other match; past the bucket it is disconnected.
+    """
+
+    def __init__(self, session: RemoteSession) -> None:
+        self.session = session
+        self.tokens = float(PONG_BURST)
+        self.last = time.monotonic()
+        self.answered = 0
+
+    def allow(self, nonce: int) -> bool:
+        """Count one pong; False once the bot sends them faster than the budget."""
+        if nonce and nonce == self.session.ping_nonce and nonce != self.answered:
+            self.answered = nonce
+            return True
+        now = time.monotonic()
+        self.tokens = min(float(PONG_BURST), self.tokens + (now - self.last) * PONG_RATE)
+        self.last = now
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
+
 class GameServicer(gp_grpc.GameServiceServicer):
     async def ListGames(self, request: gp.ListGamesRequest, context: Any) -> gp.ListGamesResponse:  # type: ignore[override]
         return list_games_proto()
@@ -356,6 +419,7 @@ def list_games_proto() -> gp.ListGamesResponse:
 class MatchServicer(mp_grpc.MatchServiceServicer):
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
+        self._recent: dict[str, MatchRecord] = {}
 
     async def CreateMatch(
         self, request: mp.CreateMatchRequest, context: grpc.aio.ServicerContext
@@ -378,14 +442,33 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         return response
 
     async def GetMatch(self, request: mp.GetMatchRequest, context: grpc.aio.ServicerContext) -> mp.MatchRecord:  # type: ignore[override]
+        if request.move_offset < 0 or request.move_limit < 0:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"move_offset={request.move_offset} and move_limit={request.move_limit} must not be negative; "
+                "start at move_offset=0 and follow next_move_offset",
+            )
         running = self.hub.running.get(request.match_id)
         if running is not None:
-            return record_to_proto(running.record, running=running.record.termination is None)
-        record = await self.hub.store.get_match(request.match_id) if self.hub.store is not None else None
+            live = running.record.termination is None
+            return await record_page(running.record, request.move_offset, request.move_limit, running=live)
+        record = await self._stored(request.match_id)
         if record is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no match with id {request.match_id!r}")
             raise AssertionError("unreachable")
-        return record_to_proto(record)
+        return await record_page(record, request.move_offset, request.move_limit)
+
+    async def _stored(self, match_id: str) -> MatchRecord | None:
+        """A finished match from the store, remembered for the next page (records never change once stored)."""
+        cached = self._recent.get(match_id)
+        if cached is not None:
+            return cached
+        record = await self.hub.store.get_match(match_id) if self.hub.store is not None else None
+        if record is not None and record.termination is not None:
+            self._recent[match_id] = record
+            while len(self._recent) > _RECENT_RECORDS:
+                del self._recent[next(iter(self._recent))]
+        return record
 
     async def ListMatches(
         self, request: mp.ListMatchesRequest, context: grpc.aio.ServicerContext
@@ -395,13 +478,16 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit={limit} is out of range; use 1..1000")
         out = mp.ListMatchesResponse()
         if self.hub.store is not None:
-            for record in await self.hub.store.list_matches(request.game, request.bot, limit):
-                out.matches.append(record_to_proto(record, with_moves=False))
+            records = await self.hub.store.list_matches(request.game, request.bot, limit)
+            counts = await self.hub.store.move_counts([r.match_id for r in records])
+            for record in records:
+                msg = record_to_proto(record, with_moves=False)
+                live = self.hub.running.get(record.match_id)
+                msg.move_count = len(live.record.moves) if live is not None else counts.get(record.match_id, 0)
+                out.matches.append(msg)
         return out
 
-    async def WatchMatch(
-        self, request: mp.WatchMatchRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[mp.MatchEvent]:  # type: ignore[override]
+    async def WatchMatch(self, request: mp.WatchMatchRequest, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
         match_id = request.match_id
         if not match_id:
             if not request.game:
@@ -414,22 +500,100 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
                     f"unknown game {request.game!r}; games are: {', '.join(registered_games())}",
                 )
             match_id = await self.hub.next_match(request.game)
+
+        async def send(event: mp.MatchEvent) -> None:
+            # Every write has a deadline: a spectator that stops reading cannot hold the server's memory.
+            try:
+                await asyncio.wait_for(context.write(event), WRITE_TIMEOUT)
+            except TimeoutError:
+                raise _SlowSpectator(
+                    f"too slow, dropped: an event could not be written to this spectator within {WRITE_TIMEOUT:g}s; "
+                    "read the stream as fast as it comes, or get the record with GetMatch once the match is over"
+                ) from None
+
         try:
             async for kind, payload in self.hub.watch(match_id):
                 if kind == "started":
-                    yield mp.MatchEvent(started=record_to_proto(payload, running=True, with_moves=False))
+                    await send(mp.MatchEvent(started=record_to_proto(payload, running=True, with_moves=False)))
                 elif kind == "moves":
                     moves, seen = payload
-                    yield mp.MatchEvent(
-                        update=mp.SpectatorUpdate(
-                            moves=[common.PublicMove(seat=m.seat, action=m.action, label=m.label) for m in moves],
-                            observation=observation_to_proto(seen),
+                    await send(
+                        mp.MatchEvent(
+                            update=mp.SpectatorUpdate(
+                                moves=[common.PublicMove(seat=m.seat, action=m.action, label=m.label) for m in moves],
+                                observation=observation_to_proto(seen),
+                            )
                         )
                     )
                 elif kind == "ended":
-                    yield mp.MatchEvent(ended=record_to_proto(payload))
+                    await send(mp.MatchEvent(ended=await record_page(payload, 0, 0)))
+                elif kind == "dropped":
+                    raise _SlowSpectator(payload)
         except HubError as exc:
             await context.abort(_GRPC_CODES.get(exc.code, grpc.StatusCode.NOT_FOUND), str(exc))
+        except _SlowSpectator as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+
+
+class _SlowSpectator(Exception):
+    """A spectator that does not keep up; the message is its final status."""
+
+
+_RECENT_RECORDS = 4
+"""Finished records GetMatch keeps decoded, so paging through a huge match decodes it once."""
+
+
+_CHUNK_MOVES = 500
+"""Moves converted between two yields to the event loop (a few milliseconds of work)."""
+
+
+async def record_page(record: MatchRecord, offset: int, limit: int, running: bool = False) -> mp.MatchRecord:
+    """``record`` as ``arena.v1.MatchRecord`` with the moves ``[offset, offset + limit)`` only.
+
+    ``limit`` 0 or above :data:`MAX_MOVES_PER_PAGE` means that maximum. The page
+    is copied at once (the referee may be appending to a live match's log) and
+    converted in chunks of :data:`_CHUNK_MOVES`, yielding to the event loop
+    between them, so a huge match never stalls the other matches. (A worker
+    thread would hold the GIL against the loop: measured, it slowed a
+    concurrent match tenfold.)
+    """
+    limit = MAX_MOVES_PER_PAGE if limit <= 0 else min(limit, MAX_MOVES_PER_PAGE)
+    log = record.moves
+    total = len(log)
+    start = min(offset, total)
+    stop = min(total, start + limit)
+    players, actions = log.players[start:stop], log.actions[start:stop]
+    elapsed, legal = log.elapsed_us[start:stop], log.legal[start:stop]
+    msg = record_to_proto(record, running=running, with_moves=False)
+    msg.move_count = total
+    msg.next_move_offset = stop if stop < total else 0
+    reveal = not running and record.termination is not None
+    show_chance = reveal or record.game.chance_is_public
+    labels: dict[tuple[int, int], str] = {}
+    label = record.game.action_to_string
+    out = msg.moves
+    for chunk in range(0, stop - start, _CHUNK_MOVES):
+        if chunk:
+            await asyncio.sleep(0)
+        for i in range(chunk, min(chunk + _CHUNK_MOVES, stop - start)):
+            player = players[i]
+            if player == CHANCE and not show_chance:
+                continue
+            action = actions[i]
+            key = (player, action)
+            text = labels.get(key)
+            if text is None:
+                text = labels[key] = label(player, action)
+            us = elapsed[i]
+            out.add(
+                ply=start + i,
+                seat=player,
+                action=action,
+                label=text,
+                elapsed=Duration(seconds=us // 1_000_000, nanos=us % 1_000_000 * 1000),
+                legal=bool(legal[i]),
+            )
+    return msg
 
 
 SERVICE_NAMES = (

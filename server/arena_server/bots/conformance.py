@@ -70,6 +70,14 @@ def render_message(message: bs.ServerMessage | bs.BotMessage | None) -> str:
     return "nothing" if message is None else json_text(message)
 
 
+def render_received(seat: object) -> str:
+    """What the bot last wrote: the unreadable frame or line when that is what ended it, else its last message."""
+    unreadable = getattr(seat, "unreadable", "")
+    if unreadable:
+        return f"an unreadable frame: {unreadable}"
+    return render_message(cast(ObservedSeat, seat).last_received)
+
+
 class ObservedSeat(Protocol):
     """What the report needs to know about a seat's conversation with the bot."""
 
@@ -166,7 +174,7 @@ async def check_bot(
                 False,
                 detail + (f"; {hint}" if hint else ""),
                 render_message(seat.last_sent),
-                render_message(seat.last_received),
+                render_received(seat),
                 expected_answer(seat, failure.failure),
             )
         )
@@ -270,7 +278,7 @@ async def _play_scenario(bot: BotUnderCheck, game: Game, seat_index: int, clock:
         False,
         f"{record.termination.label}: {record.reason}",
         render_message(observed.last_turn or observed.last_sent),
-        render_message(observed.last_received),
+        render_received(observed),
         expected_answer(observed, record.termination),
     )
 

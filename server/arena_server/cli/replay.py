@@ -102,8 +102,19 @@ def record_from_proto(msg: mp.MatchRecord) -> MatchRecord:
     )
 
 
+async def get_all_moves(channel: grpc.aio.Channel, match_id: str) -> mp.MatchRecord:
+    """GetMatch page after page (the server sends at most 10,000 moves per reply): the record with every move."""
+    stub = mp_grpc.MatchServiceStub(channel)
+    msg: mp.MatchRecord = await stub.GetMatch(mp.GetMatchRequest(match_id=match_id))
+    while msg.next_move_offset:
+        page = await stub.GetMatch(mp.GetMatchRequest(match_id=match_id, move_offset=msg.next_move_offset))
+        msg.moves.extend(page.moves)
+        msg.next_move_offset = page.next_move_offset
+    return msg
+
+
 def _replay(args: argparse.Namespace) -> int:
-    msg = _call(args, lambda ch: mp_grpc.MatchServiceStub(ch).GetMatch(mp.GetMatchRequest(match_id=args.match_id)))
+    msg = _call(args, lambda ch: get_all_moves(ch, args.match_id))
     assert isinstance(msg, mp.MatchRecord)
     if msg.status == mp.MATCH_STATUS_RUNNING:
         raise CliError(f"match {args.match_id} is still running; watch it with `arena watch {args.match_id}`")

@@ -10,6 +10,7 @@ it starts and when it ends, and aborts every running match on shutdown.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import secrets
@@ -30,6 +31,9 @@ from arena_server.seats.remote import RemoteSession
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store
 from arena_server.store.ratings import rating_change
+
+MAX_SPECTATOR_BACKLOG = 100_000
+"""Moves that may wait for one spectator; a spectator further behind is dropped (about 10 MB)."""
 
 
 class HubError(Exception):
@@ -52,7 +56,7 @@ class RunningMatch:
     record: MatchRecord
     control: MatchControl
     task: asyncio.Task[MatchRecord] | None = None
-    watchers: list[asyncio.Queue[tuple[str, Any]]] = field(default_factory=list)
+    watchers: list[SpectatorQueue] = field(default_factory=list)
 
 
 class Hub:
@@ -252,7 +256,7 @@ class Hub:
                         await seat.close()
             self.running.pop(record.match_id, None)
             for queue in running.watchers:
-                queue.put_nowait(("closed", None))
+                queue.put_nowait(("closed", None))  # one more than the cap at most
         return record
 
     async def shutdown(self, reason: str = "the server is shutting down") -> None:
@@ -269,7 +273,9 @@ class Hub:
     async def watch(self, match_id: str) -> AsyncIterator[tuple[str, Any]]:
         """Yield ("started", record), ("moves", (moves, spectator_observation))..., ("ended", record).
 
-        Live matches stream public information only until the end. A stored
+        Live matches stream public information only until the end. A spectator
+        more than :data:`MAX_SPECTATOR_BACKLOG` events behind gets
+        ``("dropped", reason)`` instead and nothing after it. A stored
         match yields its header and its full record at once.
         """
         running = self.running.get(match_id)
@@ -281,13 +287,27 @@ class Hub:
             if stored.termination is not None:
                 yield "ended", stored
             return
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        queue = SpectatorQueue()
 
         def listen(kind: str, payload: Any) -> None:
+            if queue.dropped:
+                return
             if kind == "moves":  # the spectator's view at this very moment
                 moves, state = payload
                 payload = (moves, state.observation(None))
             queue.put_nowait((kind, payload))
+            if queue.dropped:
+                # Too slow: what it did not read is freed and it hears why, instead of buffering without limit.
+                queue.put_nowait(
+                    (
+                        "dropped",
+                        f"too slow, dropped: this spectator fell {MAX_SPECTATOR_BACKLOG} moves behind "
+                        f"match {match_id}; read the stream as fast as it comes, or get the record with "
+                        "GetMatch once the match is over",
+                    )
+                )
+                if listen in control.listeners:
+                    control.listeners.remove(listen)
 
         # Subscribe and take the catch-up in one step: later moves arrive through the queue only.
         control = running.control
@@ -300,6 +320,9 @@ class Hub:
                 yield "moves", (caught_up, seen)
             while True:
                 kind, payload = await queue.get()
+                if kind == "dropped":
+                    yield kind, payload
+                    return
                 if kind == "closed":
                     # Joined after the referee's "ended": the record is complete by now.
                     yield "ended", running.record
@@ -319,6 +342,55 @@ class Hub:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+_MERGE_AFTER = 256
+"""Events a spectator may have pending one by one; later moves merge into the last pending event."""
+
+
+class SpectatorQueue:
+    """One spectator's pending events; past :data:`_MERGE_AFTER`, ``moves`` events merge; the backlog is capped.
+
+    Attributes:
+        dropped: Set once more than :data:`MAX_SPECTATOR_BACKLOG` moves were waiting;
+            the pending events are then freed.
+    """
+
+    def __init__(self) -> None:
+        self._items: collections.deque[tuple[str, Any]] = collections.deque()
+        self._ready = asyncio.Event()
+        self.backlog = 0
+        """Moves waiting to be taken."""
+        self.dropped = False
+
+    def put_nowait(self, item: tuple[str, Any]) -> None:
+        kind, payload = item
+        if kind == "dropped":
+            self._items.clear()
+            self.backlog = 0
+        elif kind == "moves":
+            moves, seen = payload
+            self.backlog += len(moves)
+            if self.backlog > MAX_SPECTATOR_BACKLOG:
+                self.dropped = True
+                return
+            if len(self._items) >= _MERGE_AFTER and self._items[-1][0] == "moves":
+                pending, _ = self._items[-1][1]
+                pending.extend(moves)  # our own list (made below), so extending it in place is safe
+                self._items[-1] = ("moves", (pending, seen))
+                return
+            item = ("moves", (list(moves), seen))
+        self._items.append(item)
+        self._ready.set()
+
+    async def get(self) -> tuple[str, Any]:
+        while not self._items:
+            self._ready.clear()
+            await self._ready.wait()
+        kind, payload = self._items.popleft()
+        if kind == "moves":
+            self.backlog -= len(payload[0])
+        return kind, payload
 
 
 def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:

@@ -55,24 +55,53 @@ class FrameError(Exception):
         kind: A short machine-readable tag: ``truncated``, ``too_large``,
             ``invalid_json``, ``not_utf8``, ``garbage``, ``wrong_kind``, ``empty``.
         message: What arrived and what was expected, for the bot's author.
+        data: The start of the offending frame or line, when known (empty otherwise).
     """
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, data: bytes = b"") -> None:
+        message = _clean(message)
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.data = data[:_QUOTE_BYTES]
+
+    @property
+    def quoted(self) -> str:
+        """The offending bytes, quoted and escaped (text) or in hex (binary), truncated."""
+        return _preview(self.data, _QUOTE_BYTES) if self.data else ""
+
+
+_QUOTE_BYTES = 200
+"""Bytes of an offending frame kept for reports."""
+
+
+def _clean(text: str) -> str:
+    """``text`` with lone surrogates escaped, so it can be written as UTF-8 anywhere (logs, SQLite, protobuf)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _preview(data: bytes, limit: int = 48) -> str:
-    """A short, printable rendering of raw bytes for error messages."""
+    """A short, printable rendering of raw bytes for error messages.
+
+    Text (even with a few invalid UTF-8 bytes, shown as ``\\xff``) is quoted
+    and escaped; binary data is shown in hex.
+    """
     head = data[:limit]
-    try:
-        text = head.decode("utf-8")
-        if text.isprintable():
-            return repr(text) + ("..." if len(data) > limit else "")
-    except UnicodeDecodeError:
-        pass
+    text = head.decode("utf-8", "backslashreplace")
+    printable = sum(1 for b in head if 0x20 <= b < 0x7F or b >= 0x80 or b == 0x09)
+    if text.isprintable() and printable == len(head) and (head.isascii() or _mostly_utf8(head)):
+        return repr(text) + ("..." if len(data) > limit else "")
     return "0x" + head.hex(" ") + (" ..." if len(data) > limit else "")
+
+
+def _mostly_utf8(head: bytes) -> bool:
+    """Whether all but a few bytes of ``head`` are valid UTF-8 (text with a stray byte, not binary)."""
+    bad = len(head.decode("utf-8", "ignore").encode("utf-8"))
+    return len(head) - bad <= max(2, len(head) // 8)
 
 
 def _framing_hint(framing: Framing, first: bytes) -> str:
@@ -130,7 +159,24 @@ def parse_payload(payload: bytes, framing: Framing, cls: type[M]) -> M:
 
     Raises:
         FrameError: the payload is not a valid message of type ``cls`` with one kind set.
+            Nothing else escapes, whatever the bytes.
     """
+    try:
+        return _parse_payload(payload, framing, cls)
+    except FrameError as exc:
+        if not exc.data:
+            exc.data = payload[:_QUOTE_BYTES]
+        raise
+    except Exception as exc:  # a decoder's internal failure must not end the server's side of the match
+        raise FrameError(
+            "garbage",
+            f"could not decode {_preview(payload, 80)} as an arena.v1.{cls.DESCRIPTOR.name} "
+            f"({type(exc).__name__} in the decoder); send only the messages of the arena.v1 protocol.",
+            payload,
+        ) from None
+
+
+def _parse_payload(payload: bytes, framing: Framing, cls: type[M]) -> M:
     name = cls.DESCRIPTOR.name
     message = cls()
     if framing is Framing.PROTO:
@@ -155,6 +201,12 @@ def parse_payload(payload: bytes, framing: Framing, cls: type[M]) -> M:
             ) from None
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise FrameError(
+                "invalid_json",
+                f"the line {_preview(payload, 80)} nests arrays or objects too deeply to be read; "
+                "an arena.v1 message nests at most a few levels.",
+            ) from None
         except json.JSONDecodeError as exc:
             raise FrameError(
                 "invalid_json",
@@ -168,6 +220,14 @@ def parse_payload(payload: bytes, framing: Framing, cls: type[M]) -> M:
                 "invalid_json",
                 f"the line {_preview(payload, 80)} is JSON but not an object; expected an arena.v1.{name} object.",
             )
+        if "\\u" in text:
+            surrogate = _lone_surrogate(data)
+            if surrogate:
+                raise FrameError(
+                    "invalid_json",
+                    f"the line {_preview(payload, 80)} has a lone UTF-16 surrogate ({surrogate}), "
+                    "which is not a character; strings must be valid Unicode.",
+                )
         fast = parse_action(data) if cls is bs.BotMessage else None
         if fast is not None:
             return cast(M, fast)
@@ -186,6 +246,27 @@ def parse_payload(payload: bytes, framing: Framing, cls: type[M]) -> M:
             f"expected exactly one of: {', '.join(_kinds(cls))}.{_framing_hint(framing, payload)}",
         )
     return message
+
+
+def _lone_surrogate(data: object) -> str:
+    """The first lone surrogate in a decoded JSON value's keys and strings, escaped (empty: none).
+
+    Iterative, so a deeply nested value cannot exhaust the stack.
+    """
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return item[exc.start : exc.end].encode("utf-8", "backslashreplace").decode("ascii")
+    return ""
 
 
 def _kinds(cls: type[Message]) -> tuple[str, ...]:
@@ -240,6 +321,13 @@ class FrameParser:
         Raises:
             FrameError: the output ended inside a frame.
         """
+        try:
+            self._eof()
+        except FrameError as exc:
+            exc.data = exc.data or self._buffer[:_QUOTE_BYTES]
+            raise
+
+    def _eof(self) -> None:
         rest = self._buffer
         if self._proto:
             if not rest:
@@ -291,6 +379,7 @@ class FrameParser:
                     "garbage",
                     f"the bytes {_preview(buffer[pos : pos + 10])} are not a valid varint length prefix "
                     "(more than 10 bytes).",
+                    buffer[pos : pos + _QUOTE_BYTES],
                 )
             if length < 0:
                 break  # the prefix is incomplete
@@ -301,6 +390,7 @@ class FrameParser:
                     f"a length prefix {_preview(first)} announced a message of {length} bytes, more than the "
                     f"{self.max_bytes}-byte limit; a bot message is normally a few dozen bytes."
                     f"{_framing_hint(self.framing, first)}",
+                    buffer[pos : pos + _QUOTE_BYTES],
                 )
             if first == b"{":
                 # 123 is also the length byte of a JSON object: look at one more byte before waiting for 122.
@@ -312,6 +402,7 @@ class FrameParser:
                         "garbage",
                         f"received {_preview(first + follow)}, which is not a varint length prefix."
                         f"{_framing_hint(self.framing, first)}",
+                        buffer[pos : pos + _QUOTE_BYTES],
                     )
             if index + length > size:
                 break
@@ -334,6 +425,7 @@ class FrameParser:
                         f"a line longer than the {self.max_bytes}-byte limit arrived "
                         f"(at least {waiting} bytes "
                         "without a newline); expected one short JSON object per line.",
+                        buffer[pos : pos + _QUOTE_BYTES],
                     )
                 break
             line = buffer[pos : newline + 1]
@@ -342,6 +434,7 @@ class FrameParser:
                 raise FrameError(
                     "too_large",
                     f"a line of {len(line)} bytes is longer than the {self.max_bytes}-byte limit.",
+                    line[:_QUOTE_BYTES],
                 )
             body = line.rstrip(b"\r\n")
             if body.strip(b" \t"):

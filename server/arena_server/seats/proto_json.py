@@ -190,4 +190,7 @@ def parse_action(data: dict[str, Any]) -> bs.BotMessage | None:
             if type(value) is not int or not 0 <= value < _UINT32:
                 return None
             turn_id = value
-    return bs.BotMessage(action=bs.Action(match_id=match_id, turn_id=turn_id, action=action))
+    try:
+        return bs.BotMessage(action=bs.Action(match_id=match_id, turn_id=turn_id, action=action))
+    except ValueError:  # e.g. a match id with a lone surrogate: json_format gives the precise error
+        return None

@@ -13,12 +13,18 @@ Message handling rules (the bot is told each time with an ``Error``):
 * an ``Action`` for a turn that already expired is dropped (``STALE_TURN``);
 * an ``Action`` for a turn the seat was never given ends the match with
   ``PROTOCOL_ERROR``.
+
+Writing never waits for the bot: messages go through a bounded queue
+(:data:`MAX_OUTBOX`) and every write has a deadline (:data:`WRITE_TIMEOUT`).
+A bot that stops reading its stream overflows one or the other; its session is
+closed and the match it is in ends with ``DISCONNECT`` and that reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -31,6 +37,15 @@ from arena_server.referee.loop import Answer, Seat
 MAX_MESSAGE_BYTES = 64 * 1024
 """Largest bot message the server accepts (a bot never needs more than a few bytes)."""
 
+MAX_OUTBOX = 1024
+"""Messages that may wait to be written to one bot; a bot with more waiting does not read its stream."""
+
+WRITE_TIMEOUT = 10.0
+"""Seconds one message may take to be written (gRPC flow control waits for the bot to read)."""
+
+FLUSH_TIMEOUT = 2.0
+"""Seconds a closing session waits for its last messages (a fatal Error) to be written."""
+
 
 class SessionClosed(Exception):
     """The session's stream is gone."""
@@ -39,12 +54,26 @@ class SessionClosed(Exception):
 class RemoteSession:
     """A connected bot: its identity, its stream and the match it is in.
 
+    Messages are written in order by one writer task, so no caller ever waits
+    for the bot to read: :meth:`send` only queues. The queue holds at most
+    ``max_outbox`` messages and each write must finish within
+    ``write_timeout`` seconds; a bot that stops reading breaks one of the two
+    and its session is closed (its seat fails with ``DISCONNECT``).
+
     Args:
         write: Coroutine writing one ServerMessage to the stream.
         peer: Description of the remote end, for logs.
+        max_outbox: Messages that may wait to be written (default :data:`MAX_OUTBOX`).
+        write_timeout: Seconds one write may take (default :data:`WRITE_TIMEOUT`).
     """
 
-    def __init__(self, write: Callable[[bs.ServerMessage], Awaitable[Any]], peer: str = "") -> None:
+    def __init__(
+        self,
+        write: Callable[[bs.ServerMessage], Awaitable[Any]],
+        peer: str = "",
+        max_outbox: int | None = None,
+        write_timeout: float | None = None,
+    ) -> None:
         self._write = write
         self.peer = peer
         self.name = ""
@@ -57,39 +86,95 @@ class RemoteSession:
         self.queued = 0
         """Matches waiting for this session to be free."""
         self.seat: RemoteSeat | None = None
+        self.ping_nonce = 0
+        """Nonce of the last Ping sent (a Pong echoing it answers it)."""
+        self.max_outbox = MAX_OUTBOX if max_outbox is None else max_outbox
+        self.write_timeout = WRITE_TIMEOUT if write_timeout is None else write_timeout
         self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
-        self._flushing = False
-        self._background: set[asyncio.Task[None]] = set()
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._writer: asyncio.Task[None] | None = None
 
     # -- writing ------------------------------------------------------------------------------------
 
     async def send(self, msg: bs.ServerMessage) -> None:
-        """Queue ``msg`` and write everything queued, in order. Never raises for a dead stream."""
-        self._outbox.append(msg)
-        if self._flushing:
-            return
-        self._flushing = True
-        try:
-            while self._outbox:
-                if self.closed.is_set():
-                    self._outbox.clear()
-                    return
-                try:
-                    await self._write(self._outbox.popleft())
-                except Exception as exc:  # the stream is gone: note it, the reader will close us
-                    self.mark_closed(f"writing to the stream failed: {exc!r}")
-                    self._outbox.clear()
-        finally:
-            self._flushing = False
+        """Queue ``msg`` for writing, in order, and return at once. Never raises for a dead stream."""
+        self.send_nowait(msg)
 
     def send_nowait(self, msg: bs.ServerMessage) -> None:
-        """Queue ``msg`` for writing without waiting (keeps order with :meth:`send`)."""
-        if self._flushing:
-            self._outbox.append(msg)
-        else:
-            task = asyncio.ensure_future(self.send(msg))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        """Queue ``msg`` for writing (the same as :meth:`send`, for code that cannot await).
+
+        A closed session drops the message. A full queue means the bot stopped
+        reading: the session is closed and its seat fails with ``DISCONNECT``.
+        """
+        if self.closed.is_set():
+            return
+        if len(self._outbox) >= self.max_outbox:
+            self._abandon(
+                f"does not read its stream: {len(self._outbox)} messages were waiting to be written to it "
+                f"(the limit is {self.max_outbox})"
+            )
+            return
+        self._outbox.append(msg)
+        self._idle.clear()
+        self._wakeup.set()
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write_all())
+
+    @property
+    def backlog(self) -> int:
+        """Messages queued and not yet written."""
+        return len(self._outbox)
+
+    async def _write_all(self) -> None:
+        """The writer task: write queued messages in order, each within the write deadline."""
+        while True:
+            while self._outbox:
+                msg = self._outbox[0]
+                try:
+                    await asyncio.wait_for(self._write(msg), self.write_timeout)
+                except TimeoutError:
+                    self._abandon(
+                        f"does not read its stream: a message ({msg.WhichOneof('kind')}) could not be written "
+                        f"within {self.write_timeout:g}s"
+                    )
+                    return
+                except Exception as exc:  # the stream is gone: note it, the reader will close us
+                    self._abandon(f"writing to the stream failed: {exc!r}")
+                    return
+                if self._outbox and self._outbox[0] is msg:
+                    self._outbox.popleft()
+            self._idle.set()
+            if self.closed.is_set():
+                return
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def _abandon(self, reason: str) -> None:
+        """Close the session and drop what is still queued (the bot will not read it)."""
+        self._outbox.clear()
+        self._idle.set()
+        self._wakeup.set()
+        self.mark_closed(reason)
+
+    async def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
+        """Wait until everything queued is written (at most ``timeout`` seconds); True if it was."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop_writing(self) -> None:
+        """Stop the writer task (the stream is ending); anything still queued is dropped."""
+        self._outbox.clear()
+        self._idle.set()
+        writer, self._writer = self._writer, None
+        if writer is not None and not writer.done():
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writer
 
     async def error(self, code: int, message: str, match_id: str = "", turn_id: int = 0, fatal: bool = False) -> None:
         await self.send(
@@ -99,9 +184,11 @@ class RemoteSession:
         )
 
     def mark_closed(self, reason: str) -> None:
+        """Close the session (messages already queued are still written); the seated match hears of it."""
         if not self.closed.is_set():
             self.close_reason = reason
             self.closed.set()
+            self._wakeup.set()
             if self.seat is not None:
                 self.seat.session_lost(reason)
 
@@ -159,7 +246,7 @@ class RemoteSeat(Seat):
                 Termination.DISCONNECT,
                 f"was disconnected before the match: {self.session.close_reason}",
             )
-        await self.session.send(bs.ServerMessage(match_started=match_info_to_proto(match)))
+        self.session.send_nowait(bs.ServerMessage(match_started=match_info_to_proto(match)))
         return None
 
     async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
@@ -175,7 +262,7 @@ class RemoteSeat(Seat):
         self._started = time.perf_counter()
         timer = loop.call_later(timeout, self._expire, future, turn.turn_id, timeout)
         try:
-            await self.session.send(msg)
+            self.session.send_nowait(msg)  # never waits for the bot to read: the clock alone bounds the turn
             return await future
         finally:
             timer.cancel()
@@ -237,7 +324,7 @@ class RemoteSeat(Seat):
 
     async def end(self, result: MatchResult) -> None:
         try:
-            await self.session.send(bs.ServerMessage(match_ended=result_to_proto(result)))
+            self.session.send_nowait(bs.ServerMessage(match_ended=result_to_proto(result)))
         finally:
             if self.session.seat is self:
                 self.session.seat = None

@@ -190,6 +190,8 @@ class SubprocessSeat(Seat):
         """The last message written to the bot (for failure reports such as ``arena check-bot``)."""
         self.last_received: bs.BotMessage | None = None
         """The last message read from the bot."""
+        self.unreadable = ""
+        """The start of the frame or line the bot wrote that could not be read (quoted), if any."""
         self.last_turn: bs.ServerMessage | None = None
         """The last Turn the bot was given."""
         self._proc: asyncio.subprocess.Process | None = None
@@ -468,6 +470,7 @@ class SubprocessSeat(Seat):
                     self._dispatch(message, received)
             except FrameError as exc:
                 self._parser = None  # nothing after garbage is read
+                self.unreadable = exc.quoted
                 code = bs.ERROR_CODE_TOO_LARGE if exc.kind == "too_large" else bs.ERROR_CODE_BAD_MESSAGE
                 self._fail(
                     Termination.PROTOCOL_ERROR,
@@ -488,6 +491,7 @@ class SubprocessSeat(Seat):
         try:
             parser.eof()
         except FrameError as exc:
+            self.unreadable = exc.quoted
             self._fail(
                 Termination.PROTOCOL_ERROR,
                 f"wrote something unreadable on stdout {self._where()}: {exc.message}",

@@ -219,6 +219,17 @@ def decode_moves(blob: bytes | None) -> MoveLog:
     return log
 
 
+_THREAD_BLOB_BYTES = 16 << 10
+"""Stored move lists larger than this (compressed) are decoded in a worker thread."""
+
+
+async def _decode_off_loop(blob: bytes | None) -> MoveLog:
+    """:func:`decode_moves`, in a worker thread for a large blob (a million rounds take 50-200 ms)."""
+    if blob is not None and len(blob) > _THREAD_BLOB_BYTES:
+        return await asyncio.to_thread(decode_moves, blob)
+    return decode_moves(blob)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -436,6 +447,18 @@ class Store:
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         return await self._select_matches(where, tuple(args), False, limit)
 
+    async def move_counts(self, match_ids: Sequence[str]) -> dict[str, int]:
+        """The number of moves of each stored match (from the ``move_count`` column, no move list read).
+
+        :meth:`list_matches` returns records without their moves; this gives their real lengths.
+        """
+        ids = [int(m) for m in match_ids if m.isdigit()]
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        async with self.conn.execute(f"SELECT id, move_count FROM matches WHERE id IN ({marks})", ids) as cur:
+            return {str(mid): int(count) for mid, count in await cur.fetchall()}
+
     async def _select_matches(self, where: str, args: Sequence[Any], with_moves: bool, limit: int) -> list[MatchRecord]:
         moves_col = "m.moves" if with_moves else "NULL"
         sql = (
@@ -489,7 +512,7 @@ class Store:
                 offender=offender,
                 reason=reason,
                 returns=tuple(json.loads(returns)) if returns else (),
-                moves=decode_moves(moves) if with_moves else MoveLog(),
+                moves=await _decode_off_loop(moves) if with_moves else MoveLog(),
                 rated=bool(rated),
             )
             out.append(record)
