@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from arena.v1 import bot_session_pb2 as bs
 from arena_bots import HostedBot
 from arena_client import PublicMove, SeatInfo, Termination, TimeControl
 from arena_games import CHANCE, Game, GameError, State, load_game
-from arena_server.bot_registry import BotRegistry, default_data_dir
+from arena_server.bot_registry import BotRegistry, default_data_dir, name_key, reserved_names
 from arena_server.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
 from arena_server.ladder_store import rating_change
 from arena_server.referee import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match, seed_hash
@@ -69,10 +70,12 @@ class Hub:
         self.hosted = hosted
         # Issue 4: registered subprocess bots (a registry next to the database unless one is given).
         if registry is None and store is not None and store.path != ":memory:":
-            registry = BotRegistry(store, default_data_dir(store.path), reserved=hosted.__contains__)
+            registry = BotRegistry(store, default_data_dir(store.path), reserved=reserved_names(hosted))
         self.registry = registry
         self.default_time_control = default_time_control or TimeControl()
         self.sessions: dict[str, RemoteSession] = {}
+        self.session_keys: dict[str, str] = {}
+        """Connected name -> SHA-256 of its session's Welcome.session_token (proof for CreateMatch)."""
         self.running: dict[str, RunningMatch] = {}
         self.stopping = False
         self._local_ids = itertools.count(1)
@@ -94,6 +97,29 @@ class Hub:
         if self.registry is not None and name in self.registry.programs:
             return self.registry.programs[name].games
         return None
+
+    def name_in_use(self, name: str) -> tuple[str, str] | None:
+        """(kind, existing name) of a hosted or connected bot whose name normalises like ``name``."""
+        key = name_key(name)
+        for kind, names in (("hosted", self.hosted), ("connected", self.sessions)):
+            for other in names:
+                if name_key(other) == key:
+                    return kind, other
+        return None
+
+    def evict_guests_named(self, name: str, reason: str) -> int:
+        """Drop every guest session whose name normalises like ``name`` (it has just been registered).
+
+        The session leaves :attr:`sessions` at once, so it can never be seated
+        under that name again; it is told why and its stream is closed.
+        """
+        key = name_key(name)
+        evicted = [s for n, s in self.sessions.items() if s.guest and name_key(n) == key]
+        for session in evicted:
+            del self.sessions[session.name]
+            self.session_keys.pop(session.name, None)
+            self.spawn(_close_session(session, reason))
+        return len(evicted)
 
     def new_guest_name(self) -> str:
         while True:
@@ -131,21 +157,52 @@ class Hub:
         seed: str | None = None,
         rated: bool = False,
         on_queued: Callable[[str, int], Awaitable[None]] | None = None,
+        seed_chosen: bool = False,
     ) -> RunningMatch:
         """Seat the named bots and start the match in the background.
 
         Remote bots play one match at a time: this waits until each is free,
         calling ``on_queued(bot_name, position)`` first when it has to wait.
 
+        Args:
+            seed: The match seed; a fresh secret one when None. The ladder and
+                tournaments pass server-made seeds.
+            seed_chosen: ``seed`` came from whoever asks for the match (a
+                challenger or a CreateMatch caller). Such a match is never
+                rated and never seats a hosted bot (whose randomness derives
+                from the seed); the record says so.
+
         Raises:
             HubError: unknown bot, a bot that does not play the game, wrong
-                number of bots, or the server is stopping.
+                number of bots, a chosen seed where none is allowed, a guest
+                in a rated match, or the server is stopping.
         """
         if self.stopping:
             raise HubError("stopping", "the server is shutting down; try again when it is back")
         if self.registry is not None and any(self.games_of(n) is None for n in bot_names):
             await self.registry.refresh()  # a bot added by `arena bot add` while the server runs
         self.check_bots(game, bot_names)
+        if seed_chosen and rated:
+            raise HubError("bad_params", "a rated match cannot have a chosen seed; leave the seed empty")
+        if seed_chosen and seed:
+            hosted = [n for n in bot_names if n in self.hosted]
+            if hosted:
+                raise HubError(
+                    "bad_params",
+                    f"a chosen seed is not allowed against the hosted bot {hosted[0]!r}: its randomness derives "
+                    "from the seed; leave the seed empty (seeds are only for matches between your own bots)",
+                )
+        for name in bot_names:
+            session = self.sessions.get(name)
+            if session is None or not session.guest:
+                continue
+            if rated:
+                raise HubError("bad_params", f"{name!r} is a guest; guests never play rated matches")
+            if self.registry is not None and await self.registry.registered_like(name) is not None:
+                # Registered after the guest connected (e.g. by `arena bot add`): the guest never plays as it.
+                self.evict_guests_named(name, f"the name {name!r} is now registered; reconnect with its token")
+                if self.games_of(name) is None:
+                    raise HubError("unknown_bot", f"{name!r} is registered but not connected; try again later")
         seed = seed or new_seed()
         tc = time_control or self.default_time_control
         locked: list[RemoteSession] = []
@@ -182,6 +239,7 @@ class Hub:
                 seed_sha256=seed_hash(seed),
                 started_at=datetime.now(UTC),
                 rated=rated,
+                seed_chosen=seed_chosen,
             )
             if self.store is not None:
                 await self.store.start_match(record)
@@ -319,6 +377,12 @@ class Hub:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+async def _close_session(session: RemoteSession, reason: str) -> None:
+    """Tell an evicted session why, and close it (its current match, if any, ends as a disconnect)."""
+    await session.error(bs.ERROR_CODE_NAME_TAKEN, reason, fatal=True)
+    session.mark_closed(reason)
 
 
 def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:

@@ -145,6 +145,8 @@ class MatchRecord:
     returns: tuple[float, ...] = ()
     moves: MoveLog = field(default_factory=MoveLog)
     rated: bool = False
+    seed_chosen: bool = False
+    """The seed came from the match's creator (unrated matches between its own bots), not the server."""
 
     @property
     def finished(self) -> bool:
