@@ -53,7 +53,7 @@ PROTOCOL_VERSION = "arena.v1"
 PING_INTERVAL = 20.0
 """Seconds of idleness before the server pings a remote bot."""
 
-MAX_PER_MOVE = timedelta(seconds=60)
+MAX_PER_MOVE = timedelta(seconds=300)
 MAX_OVERAGE = timedelta(seconds=600)
 MAX_GRACE = timedelta(seconds=5)
 MAX_ROUNDS = 100_000

@@ -123,6 +123,8 @@ class Client:
         self.threaded = threaded
         self.results: list[MatchResult] = []
         self.assigned_name = ""
+        self.session_token = ""
+        """This session's Welcome.session_token: put it in CreateMatchRequest.bot_tokens to seat this bot."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arena-act") if threaded else None
 
     async def play(
@@ -188,6 +190,7 @@ class Client:
                 if welcome.WhichOneof("kind") == "error":
                     raise ArenaError(welcome.error.message)
                 self.assigned_name = welcome.welcome.bot_name
+                self.session_token = welcome.welcome.session_token
                 log.info("arena: connected to %s as %s", self.target, self.assigned_name)
                 if opponent:
                     challenge = bs.Challenge(
