@@ -168,9 +168,11 @@ class Hub:
             seed: The match seed; a fresh secret one when None. The ladder and
                 tournaments pass server-made seeds.
             seed_chosen: ``seed`` came from whoever asks for the match (a
-                challenger or a CreateMatch caller). Such a match is never
-                rated and never seats a hosted bot (whose randomness derives
-                from the seed); the record says so.
+                challenger, a CreateMatch caller, the operator's ``arena match
+                --seed``), not from the server. Such a match is never rated,
+                and the record says so. (Remote callers are also kept from
+                choosing the seed of a match with a hosted bot: see
+                :func:`arena_server.service.check_chosen_seed`.)
 
         Raises:
             HubError: unknown bot, a bot that does not play the game, wrong
@@ -184,14 +186,6 @@ class Hub:
         self.check_bots(game, bot_names)
         if seed_chosen and rated:
             raise HubError("bad_params", "a rated match cannot have a chosen seed; leave the seed empty")
-        if seed_chosen and seed:
-            hosted = [n for n in bot_names if n in self.hosted]
-            if hosted:
-                raise HubError(
-                    "bad_params",
-                    f"a chosen seed is not allowed against the hosted bot {hosted[0]!r}: its randomness derives "
-                    "from the seed; leave the seed empty (seeds are only for matches between your own bots)",
-                )
         for name in bot_names:
             session = self.sessions.get(name)
             if session is None or not session.guest:

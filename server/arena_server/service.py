@@ -109,6 +109,21 @@ def check_request_limits(game: Game, tc: TimeControl | None) -> None:
         )
 
 
+def check_chosen_seed(hub: Hub, bot_names: Sequence[str]) -> None:
+    """Refuse a caller-chosen seed for a match with a hosted bot (it could replay the bot's randomness).
+
+    Raises:
+        HubError: ``bad_params``, naming the hosted bot.
+    """
+    hosted = [n for n in bot_names if n in hub.hosted]
+    if hosted:
+        raise HubError(
+            "bad_params",
+            f"a chosen seed is not allowed against the hosted bot {hosted[0]!r}: its randomness derives from the "
+            "seed; leave the seed empty (chosen seeds are only for matches between your own bots)",
+        )
+
+
 def _peer_host(peer: str) -> str:
     """The caller's address without its port ("ipv4:127.0.0.1:5123" -> "ipv4:127.0.0.1")."""
     head, sep, tail = peer.rpartition(":")
@@ -375,12 +390,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                     "bad_params", f"matches={ch.matches} is over the limit of {MAX_CHALLENGE_MATCHES} per challenge"
                 )
             if ch.seed:
-                if ch.opponent in hub.hosted:
-                    raise HubError(
-                        "bad_params",
-                        f"a chosen seed is not allowed against the hosted bot {ch.opponent!r}: its randomness "
-                        "derives from the seed; leave the seed empty, or play your own bots against each other",
-                    )
+                check_chosen_seed(hub, [ch.opponent])
                 if not await self._owns(ch.opponent, ch.opponent_token):
                     raise HubError(
                         "forbidden",
@@ -503,6 +513,8 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
             game = hub.resolve_game(request.game, params_from_proto(request.params))
             tc = time_control_from_proto(request.time_control) if request.HasField("time_control") else None
             check_request_limits(game, tc)
+            if request.seed:
+                check_chosen_seed(hub, list(request.bots))
             await authorize_bots(hub, list(request.bots), request.bot_tokens)
             if self.in_flight.get(caller, 0) >= MAX_MATCHES_PER_CALLER:
                 raise HubError(
