@@ -74,6 +74,8 @@ class Hub:
         self.registry = registry
         self.default_time_control = default_time_control or TimeControl()
         self.sessions: dict[str, RemoteSession] = {}
+        self.sealed: dict[str, int] = {}
+        """Seeds reused by several matches (duplicate sets), by commitment: revealed when the set ends."""
         self.session_keys: dict[str, str] = {}
         """Connected name -> SHA-256 of its session's Welcome.session_token (proof for CreateMatch)."""
         self.running: dict[str, RunningMatch] = {}
@@ -234,6 +236,7 @@ class Hub:
                 started_at=datetime.now(UTC),
                 rated=rated,
                 seed_chosen=seed_chosen,
+                seed_sealed=seed_hash(seed) in self.sealed,
             )
             if self.store is not None:
                 await self.store.start_match(record)
@@ -253,6 +256,29 @@ class Hub:
             if not waiter.done():
                 waiter.set_result(record.match_id)
         return running
+
+    @contextlib.asynccontextmanager
+    async def sealed_seed(self, seed: str) -> AsyncIterator[None]:
+        """Keep ``seed`` secret across every match started with it inside the block.
+
+        For duplicate sets (the ladder's Liar's Dice: the same dice, seats
+        rotated): revealing the seed at the end of the first match would tell
+        the bots of the next one every die. Inside the block the matches end
+        without revealing it (``MatchEnded.seed`` and the stored seed stay
+        empty); when the block exits it is written to all of them.
+        """
+        key = seed_hash(seed)
+        self.sealed[key] = self.sealed.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            left = self.sealed.get(key, 1) - 1
+            if left > 0:
+                self.sealed[key] = left
+            else:
+                self.sealed.pop(key, None)
+                if self.store is not None:
+                    await asyncio.shield(self.store.reveal_seed(seed))
 
     async def next_match(self, game: str) -> str:
         """Wait for the next match of ``game`` to start; return its id."""

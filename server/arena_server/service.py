@@ -157,7 +157,8 @@ def record_to_proto(record: MatchRecord, running: bool = False, with_moves: bool
     else:
         msg.status = mp.MATCH_STATUS_ABORTED if record.termination.name == "ABORTED" else mp.MATCH_STATUS_FINISHED
         msg.termination = int(record.termination)  # type: ignore[assignment]
-        msg.seed = record.seed
+        if not record.seed_sealed:  # a duplicate set's seed waits for the set's last match
+            msg.seed = record.seed
         if record.ended_at is not None:
             msg.ended_at.FromDatetime(record.ended_at)
         if record.offender is not None:

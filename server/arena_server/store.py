@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import os
 import sqlite3
@@ -414,7 +415,7 @@ class Store:
                     (record.ended_at or datetime.now(UTC)).isoformat(),
                     len(record.moves),
                     encode_moves(record.moves),
-                    record.seed,  # revealed now that the match is over (finished or aborted)
+                    "" if record.seed_sealed else record.seed,  # revealed now that the match is over
                     int(record.match_id),
                 ),
             )
@@ -424,6 +425,14 @@ class Store:
         except BaseException:
             await conn.execute("ROLLBACK")
             raise
+
+    async def reveal_seed(self, seed: str) -> None:
+        """Write a sealed seed into the ended matches that played it (the end of a duplicate set)."""
+        async with self.write_lock:
+            await self.conn.execute(
+                "UPDATE matches SET seed = ? WHERE seed_sha256 = ? AND status != 'running'",
+                (seed, hashlib.sha256(seed.encode()).hexdigest()),
+            )
 
     async def get_match(self, match_id: str, with_moves: bool = True) -> MatchRecord | None:
         """The stored match, or None when there is no such id."""

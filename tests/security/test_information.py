@@ -177,3 +177,31 @@ async def test_readme_verifier_checks_a_real_match(live_server: LiveServer) -> N
     tampered.seed = record.seed[:-1] + ("0" if record.seed[-1] != "0" else "1")
     with pytest.raises(AssertionError, match="seed != commitment"):
         namespace["verify"](tampered)  # type: ignore[operator]
+
+
+async def test_duplicate_set_keeps_its_seed_until_the_last_match(live_server: LiveServer) -> None:
+    """The ladder replays a Liar's Dice seed with seats rotated: match 1 must not reveal match 2's dice."""
+    hub = live_server.hub
+    raw = RawBot(live_server.channel())
+    guest = (await raw.hello()).welcome.bot_name
+    game = load_game("liars_dice", dice=2)
+    seed = "duplicate-set-seed-0123456789abcdef"
+    stub = mp_grpc.MatchServiceStub(live_server.channel())
+    ids = []
+    async with hub.sealed_seed(seed):
+        for seating in ([guest, "random"], ["random", guest]):
+            running = await hub.start_match(game, seating, seed=seed)
+            started = (await raw.recv_kind("match_started")).match_started
+            assert started.seed_sha256 == hashlib.sha256(seed.encode()).hexdigest()
+            await raw.send(bs.BotMessage(resign=bs.Resign(match_id=started.match_id)))
+            ended = (await raw.recv_kind("match_ended")).match_ended
+            assert ended.seed == "", "the end of the first match told the bot the next match's dice"
+            assert running.task is not None
+            await running.task
+            ids.append(started.match_id)
+            got = await stub.GetMatch(mp.GetMatchRequest(match_id=started.match_id))
+            assert got.status != mp.MATCH_STATUS_RUNNING and got.seed == ""
+            assert seed.encode() not in _database_bytes(live_server.db_path)
+    for match_id in ids:  # the set is over: both reveal it
+        got = await stub.GetMatch(mp.GetMatchRequest(match_id=match_id))
+        assert got.seed == seed
