@@ -205,3 +205,28 @@ async def test_duplicate_set_keeps_its_seed_until_the_last_match(live_server: Li
     for match_id in ids:  # the set is over: both reveal it
         got = await stub.GetMatch(mp.GetMatchRequest(match_id=match_id))
         assert got.seed == seed
+
+
+async def test_upgrade_forgets_the_seed_of_a_match_left_running(tmp_path: Path) -> None:
+    """A database from before issue 12 may hold a running match's seed: the migration blanks it."""
+    from arena_server.store import MIGRATIONS, Store
+
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)
+    for script in MIGRATIONS[:3]:
+        conn.executescript(script)
+    conn.execute(
+        "INSERT INTO matches (game, params, seed, seed_sha256, time_control, status, started_at) "
+        "VALUES ('liars_dice', '{}', 'old-secret-seed', 'x', ?, 'running', '2026-01-01T00:00:00+00:00')",
+        ('{"per_move": 1, "overage": 1, "grace": 0}',),
+    )
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    store = await Store.open(db)
+    try:
+        record = await store.get_match("1")
+        assert record is not None and record.seed == "" and not record.seed_chosen
+        assert record.termination is not None and record.termination.name == "ABORTED"
+    finally:
+        await store.close()

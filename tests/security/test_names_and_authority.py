@@ -269,3 +269,18 @@ async def test_chosen_seed_only_between_own_bots_and_recorded(live_server: LiveS
     # CreateMatch: the same rule, proven with bot_tokens; without them it is refused.
     request = mp.CreateMatchRequest(game="rps", bots=["erin", "frank"], seed="s")
     assert (await _refused(stub.CreateMatch(request))).code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_guest_never_plays_rated(live_server: LiveServer) -> None:
+    from arena_games import load_game
+    from arena_server.hub import HubError
+
+    raw = RawBot(live_server.channel())
+    guest = (await raw.hello()).welcome.bot_name
+    with pytest.raises(HubError, match="guests never play rated"):
+        await live_server.hub.start_match(load_game("rps", rounds=1), [guest, "random"], rated=True)
+    with pytest.raises(HubError, match="rated match cannot have a chosen seed"):
+        await live_server.hub.start_match(
+            load_game("rps", rounds=1), ["rock", "random"], rated=True, seed="s", seed_chosen=True
+        )
+    assert await live_server.store.count_matches() == 0
