@@ -197,8 +197,12 @@ class Hub:
             if self.registry is not None and await self.registry.registered_like(name) is not None:
                 # Registered after the guest connected (e.g. by `arena bot add`): the guest never plays as it.
                 self.evict_guests_named(name, f"the name {name!r} is now registered; reconnect with its token")
-                if self.games_of(name) is None:
-                    raise HubError("unknown_bot", f"{name!r} is registered but not connected; try again later")
+                # Not seated in the guest's place either: whoever asked spoke to the guest, not the owner.
+                raise HubError(
+                    "unknown_bot",
+                    f"{name!r} was a guest's name and is now registered; the guest was disconnected. "
+                    "Ask again to play the registered bot",
+                )
         seed = seed or new_seed()
         tc = time_control or self.default_time_control
         locked: list[RemoteSession] = []

@@ -284,3 +284,17 @@ async def test_guest_never_plays_rated(live_server: LiveServer) -> None:
             load_game("rps", rounds=1), ["rock", "random"], rated=True, seed="s", seed_chosen=True
         )
     assert await live_server.store.count_matches() == 0
+
+
+async def test_guest_is_not_seated_under_a_name_registered_behind_the_servers_back(live_server: LiveServer) -> None:
+    """Registered straight in the database (as `arena bot add --db` does): the hub checks at seating time."""
+    squatter = RawBot(live_server.channel())
+    session_token = (await squatter.hello("gina")).welcome.session_token
+    assert live_server.hub.registry is not None
+    await live_server.hub.registry.register("gina", ["rps"])  # no RegisterBot RPC: no eviction yet
+    request = mp.CreateMatchRequest(game="rps", bots=["gina", "random"], bot_tokens={"gina": session_token})
+    refused = await _refused(mp_grpc.MatchServiceStub(live_server.channel()).CreateMatch(request))
+    assert refused.code() == grpc.StatusCode.NOT_FOUND and "now registered" in (refused.details() or "")
+    error = (await squatter.recv_kind("error")).error
+    assert error.fatal and "now registered" in error.message
+    assert "gina" not in live_server.hub.sessions and await live_server.store.count_matches() == 0
