@@ -18,6 +18,7 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import duration
 from arena_server.bot_registry import name_key
+from arena_server.cli import main
 from arena_server.service import MAX_MATCHES_PER_CALLER
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
@@ -229,7 +230,9 @@ async def test_matches_in_flight_per_caller(live_server: LiveServer) -> None:
         raise AssertionError("a finished match never freed its place")
 
 
-async def test_chosen_seed_only_between_own_bots_and_recorded(live_server: LiveServer) -> None:
+async def test_chosen_seed_only_between_own_bots_and_recorded(
+    live_server: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     tokens = {name: await _register(live_server, name) for name in ("erin", "frank")}
     erin, frank = RawBot(live_server.channel()), RawBot(live_server.channel())
     for raw, name in ((erin, "erin"), (frank, "frank")):
@@ -266,6 +269,9 @@ async def test_chosen_seed_only_between_own_bots_and_recorded(live_server: LiveS
     assert record.seed_chosen and record.seed == "my-seed" and not record.rated
     stored = await live_server.store.get_match(status.match_id)
     assert stored is not None and stored.seed_chosen
+    code = await asyncio.to_thread(main, ["replay", status.match_id, "--server", live_server.address, "--no-step"])
+    out = capsys.readouterr().out
+    assert code == 0 and "seed my-seed (chosen by the match's creator)" in out.splitlines()[0]
     # CreateMatch: the same rule, proven with bot_tokens; without them it is refused.
     request = mp.CreateMatchRequest(game="rps", bots=["erin", "frank"], seed="s")
     assert (await _refused(stub.CreateMatch(request))).code() == grpc.StatusCode.PERMISSION_DENIED
