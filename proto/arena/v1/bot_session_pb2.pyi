@@ -642,7 +642,10 @@ class MatchEnded(_message.Message):
     legal action (legal: 0..2)".
     """
     seed: _builtins.str
-    """The match seed; check SHA-256(seed) against MatchStarted.seed_sha256."""
+    """The match seed; check SHA-256(seed) against MatchStarted.seed_sha256.
+    Empty when the seed is reused by the next match of a duplicate set (the
+    ladder's Liar's Dice); GetMatch shows it once the set's last match ended.
+    """
     @_builtins.property
     def returns(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """Score of each seat, by seat; they sum to zero."""
