@@ -21,7 +21,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+import arena_server.api.server as service
 import arena_server.matches.hub as hub_module
+import arena_server.seats.remote as remote
 from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
@@ -30,7 +32,6 @@ from arena_client import Bot, SeatInfo, Termination, TimeControl, Turn
 from arena_client.convert import time_control_to_proto
 from arena_client.remote import Client
 from arena_games import load_game
-from arena_server import remote, service
 from arena_server.bots.conformance import check_bot
 from arena_server.referee.loop import MatchRecord, MoveLog, play_match, seed_hash
 from arena_server.seats.framing import Framing

@@ -141,12 +141,13 @@ async def test_session_is_scheduled_into_many_matches(live_server: LiveServer) -
     client = Client(Paper(), live_server.address, name="waiting-bot")
     task = asyncio.ensure_future(client.play())  # no opponent: waits to be seated
     for _ in range(100):
-        if "waiting-bot" in live_server.hub.sessions:
+        if "waiting-bot" in live_server.hub.sessions and client.session_token:
             break
         await asyncio.sleep(0.02)
     stub = mp_grpc.MatchServiceStub(live_server.channel())
     for _ in range(3):
-        request = mp.CreateMatchRequest(game="rps", bots=["waiting-bot", "rotate"], wait=True)
+        tokens = {"waiting-bot": client.session_token}  # issue 12: seating a remote bot needs its token
+        request = mp.CreateMatchRequest(game="rps", bots=["waiting-bot", "rotate"], wait=True, bot_tokens=tokens)
         request.params["rounds"].int_value = 30
         response = await stub.CreateMatch(request)
         assert response.record.termination == Termination.NORMAL

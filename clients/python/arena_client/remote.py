@@ -244,6 +244,8 @@ class Client:
         self._worker: _ActWorker | None = None
         self._welcomed = False
         self._aborted_in_a_row = 0
+        self.session_token = ""
+        """This session's Welcome.session_token: put it in CreateMatchRequest.bot_tokens to seat this bot."""
 
     async def play(
         self,
@@ -385,6 +387,7 @@ class Client:
                 self._welcomed = True
                 self.connections += 1
                 self.assigned_name = welcome.welcome.bot_name
+                self.session_token = welcome.welcome.session_token
                 log.info("arena_client: connected to %s as %s", self.target, self.assigned_name)
                 if self.on_connect is not None:
                     self.on_connect(self.assigned_name)

@@ -64,6 +64,10 @@ class BotServicer(bp_grpc.BotServiceServicer):
             token = await registry.register(name, list(request.games), request.description)
         except RegistryError as exc:
             await _abort(context, _CODES[exc.code], str(exc))
+        # A guest squatting the name (or a look-alike) leaves now and is never seated as this bot.
+        self.hub.evict_guests_named(
+            name, f"the name {name!r} has just been registered by its owner; reconnect under another name"
+        )
         return bp.RegisterBotResponse(name=name, token=token)
 
     async def SubmitBot(  # type: ignore[override]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ from arena.v1 import games_pb2 as gp
 from arena.v1 import games_pb2_grpc as gp_grpc
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
+from arena_client import TimeControl
 from arena_client.convert import (
     duration,
     observation_to_proto,
@@ -37,12 +39,13 @@ from arena_client.convert import (
     time_control_from_proto,
     time_control_to_proto,
 )
-from arena_games import CHANCE, registered_games
+from arena_games import CHANCE, Game, registered_games
 from arena_server import __version__
 from arena_server.api.bots import SERVICE_NAME as BOT_SERVICE_NAME
 from arena_server.api.bots import BotServicer
 from arena_server.api.ladder import SERVICE_NAME as LADDER_SERVICE_NAME
 from arena_server.api.ladder import add_to_server as add_ladder_service
+from arena_server.bots.registry import RegistryError, check_player_name
 from arena_server.matches.hub import Hub, HubError, RunningMatch
 from arena_server.referee.loop import MatchRecord
 from arena_server.seats.remote import MAX_MESSAGE_BYTES, WRITE_TIMEOUT, RemoteSession
@@ -60,10 +63,25 @@ PONG_RATE = 1.0
 MAX_MOVES_PER_PAGE = 10_000
 """Most moves one GetMatch reply (or a WatchMatch end event) carries; ask for the rest by move_offset."""
 
+MAX_PER_MOVE = timedelta(seconds=300)
+MAX_OVERAGE = timedelta(seconds=600)
+MAX_GRACE = timedelta(seconds=5)
+MAX_ROUNDS = 100_000
+"""Server caps on what a remote request (Challenge, CreateMatch) may ask for; the ladder, tournaments
+and the CLI are configured by the operator and not capped."""
+MAX_CHALLENGE_MATCHES = 1000
+MAX_MATCHES_PER_CALLER = 8
+"""CreateMatch matches in flight per caller address."""
+RATED_REFUSAL = (
+    "challenges are always unrated: rated matches come only from the ladder's own pairings "
+    "(register your bot and keep it connected, or submit it, to be paired); send the challenge without rated"
+)
+
 _HUB_CODES = {
     "unknown_bot": bs.ERROR_CODE_UNKNOWN_BOT,
     "unsupported_game": bs.ERROR_CODE_UNSUPPORTED_GAME,
     "bad_params": bs.ERROR_CODE_BAD_PARAMS,
+    "forbidden": bs.ERROR_CODE_UNAUTHENTICATED,
 }
 _GRPC_CODES = {
     "unknown_bot": grpc.StatusCode.NOT_FOUND,
@@ -72,13 +90,62 @@ _GRPC_CODES = {
     "bad_params": grpc.StatusCode.INVALID_ARGUMENT,
     "stopping": grpc.StatusCode.UNAVAILABLE,
     "busy": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "forbidden": grpc.StatusCode.PERMISSION_DENIED,
 }
+
+
+def check_request_limits(game: Game, tc: TimeControl | None) -> None:
+    """Refuse clocks and sizes beyond the server's caps for remote requests.
+
+    Raises:
+        HubError: ``bad_params``, saying which limit and what to use.
+    """
+    if tc is not None:
+        for what, value, cap in (
+            ("per-move time", tc.per_move, MAX_PER_MOVE),
+            ("overage", tc.overage, MAX_OVERAGE),
+            ("grace", tc.grace, MAX_GRACE),
+        ):
+            if value > cap:
+                raise HubError(
+                    "bad_params",
+                    f"a {what} of {value.total_seconds():g} s is over this server's limit of "
+                    f"{cap.total_seconds():g} s; ask for at most that",
+                )
+    rounds = game.params.get("rounds")
+    if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > MAX_ROUNDS:
+        raise HubError(
+            "bad_params", f"rounds={rounds} is over this server's limit of {MAX_ROUNDS}; ask for at most that"
+        )
+
+
+def check_chosen_seed(hub: Hub, bot_names: Sequence[str]) -> None:
+    """Refuse a caller-chosen seed for a match with a hosted bot (it could replay the bot's randomness).
+
+    Raises:
+        HubError: ``bad_params``, naming the hosted bot.
+    """
+    hosted = [n for n in bot_names if n in hub.hosted]
+    if hosted:
+        raise HubError(
+            "bad_params",
+            f"a chosen seed is not allowed against the hosted bot {hosted[0]!r}: its randomness derives from the "
+            "seed; leave the seed empty (chosen seeds are only for matches between your own bots)",
+        )
+
+
+def _peer_host(peer: str) -> str:
+    """The caller's address without its port ("ipv4:127.0.0.1:5123" -> "ipv4:127.0.0.1")."""
+    head, sep, tail = peer.rpartition(":")
+    return head if sep and tail.isdigit() and head.count(":") >= 1 else peer
 
 
 def record_to_proto(record: MatchRecord, running: bool = False, with_moves: bool = True) -> mp.MatchRecord:
     """A stored or live match as ``arena.v1.MatchRecord``.
 
-    For a running match the seed stays secret and only public moves are listed.
+    For a running match the seed stays secret (only its commitment
+    ``seed_sha256`` is shown) and only public moves are listed; the seed is
+    revealed once the match has ended, finished or aborted.
     """
     game = record.game
     msg = mp.MatchRecord(
@@ -91,6 +158,7 @@ def record_to_proto(record: MatchRecord, running: bool = False, with_moves: bool
         returns=list(record.returns),
         reason=record.reason,
         move_count=len(record.moves),
+        seed_chosen=record.seed_chosen,
     )
     params_to_proto(game.params, msg.params)
     msg.started_at.FromDatetime(record.started_at)
@@ -99,7 +167,8 @@ def record_to_proto(record: MatchRecord, running: bool = False, with_moves: bool
     else:
         msg.status = mp.MATCH_STATUS_ABORTED if record.termination.name == "ABORTED" else mp.MATCH_STATUS_FINISHED
         msg.termination = int(record.termination)  # type: ignore[assignment]
-        msg.seed = record.seed
+        if not record.seed_sealed:  # a duplicate set's seed waits for the set's last match
+            msg.seed = record.seed
         if record.ended_at is not None:
             msg.ended_at.FromDatetime(record.ended_at)
         if record.offender is not None:
@@ -171,6 +240,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             session.mark_closed(session.close_reason or "the stream ended")
             if hub.sessions.get(session.name) is session:
                 del hub.sessions[session.name]
+                hub.session_keys.pop(session.name, None)
             await session.flush()  # a last fatal Error, if any, within a short deadline
             await session.stop_writing()
 
@@ -196,11 +266,27 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             name = hub.new_guest_name()
             session.guest = True
         else:
-            if name in hub.hosted or name in hub.sessions:
+            try:
+                name = check_player_name(name)
+            except RegistryError as exc:
+                await session.error(bs.ERROR_CODE_NAME_TAKEN, str(exc), fatal=True)
+                return False
+            in_use = hub.name_in_use(name)
+            if in_use is not None:
+                kind, other = in_use
+                same = "is already in use by" if other == name else f"looks the same as {other!r}, the name of"
                 await session.error(
                     bs.ERROR_CODE_NAME_TAKEN,
-                    f"the name {name!r} is already in use by a {'hosted' if name in hub.hosted else 'connected'} bot; "
-                    "pick another name, or leave it empty to play as a guest",
+                    f"the name {name!r} {same} a {kind} bot; pick another name, or leave it empty to play as a guest",
+                    fatal=True,
+                )
+                return False
+            registered = await self._registered_like(name)
+            if registered is not None and registered != name:
+                await session.error(
+                    bs.ERROR_CODE_NAME_TAKEN,
+                    f"the name {name!r} looks the same as the registered bot {registered!r}; connect as "
+                    f"{registered!r} with its token, or pick another name",
                     fatal=True,
                 )
                 return False
@@ -219,6 +305,8 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         session.name = name
         session.games = tuple(hello.games)
         hub.sessions[name] = session
+        session_token = secrets.token_urlsafe(24)
+        hub.session_keys[name] = hash_token(session_token)
         await session.send(
             bs.ServerMessage(
                 welcome=bs.Welcome(
@@ -228,10 +316,20 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                     protocol_version=PROTOCOL_VERSION,
                     message=f"welcome, {name}; send a challenge to play a hosted bot "
                     f"({', '.join(sorted(hub.hosted))}) or wait to be seated",
+                    session_token=session_token,
                 )
             )
         )
         return True
+
+    async def _registered_like(self, name: str) -> str | None:
+        """The registered bot name ``name`` normalises to, or None."""
+        hub = self.hub
+        if hub.registry is not None:
+            return await hub.registry.registered_like(name)
+        if hub.store is not None and await hub.store.bot_token_hash(name) is not None:
+            return name
+        return None
 
     async def _read(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> bs.BotMessage | None:
         """One message from the bot, or None when the stream ended (the session is then closed)."""
@@ -263,8 +361,8 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         pongs = _PongBudget(session)
         while True:
             msg = await self._read(context, session)
-            if msg is None:
-                return
+            if msg is None or session.closed.is_set():
+                return  # an evicted session reads nothing more
             kind = msg.WhichOneof("kind")
             if kind == "action":
                 session.on_action(msg.action)
@@ -310,6 +408,10 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             )
 
         try:
+            if hub.sessions.get(session.name) is not session:
+                raise HubError("forbidden", f"this session no longer holds the name {session.name!r}; reconnect")
+            if ch.rated:
+                raise HubError("bad_params", RATED_REFUSAL)
             game = hub.resolve_game(ch.game, params_from_proto(ch.params))
             if ch.opponent == session.name:
                 raise HubError("bad_params", "a bot cannot challenge itself; name another opponent")
@@ -319,16 +421,19 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if session.games and game.name not in session.games:
                 raise HubError("unsupported_game", f"you said in hello that you play {', '.join(session.games)}")
             tc = time_control_from_proto(ch.time_control) if ch.HasField("time_control") else None
-            rated = False
-            if ch.rated:
-                opponent_guest = ch.opponent in hub.sessions and hub.sessions[ch.opponent].guest
-                if session.guest or opponent_guest:
+            check_request_limits(game, tc)
+            if ch.matches > MAX_CHALLENGE_MATCHES:
+                raise HubError(
+                    "bad_params", f"matches={ch.matches} is over the limit of {MAX_CHALLENGE_MATCHES} per challenge"
+                )
+            if ch.seed:
+                check_chosen_seed(hub, [ch.opponent])
+                if not await self._owns(ch.opponent, ch.opponent_token):
                     raise HubError(
-                        "bad_params",
-                        "rated games are only for registered bots on both sides; register your bot's name to get "
-                        "a token (or challenge without rated to play unrated)",
+                        "forbidden",
+                        f"a chosen seed is only for matches between your own bots; send {ch.opponent!r}'s token in "
+                        "opponent_token, or leave the seed empty",
                     )
-                rated = True
         except (HubError, ValueError) as exc:
             code = getattr(exc, "code", "bad_params")
             await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
@@ -352,7 +457,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
 
             try:
                 running: RunningMatch = await hub.start_match(
-                    game, names, tc, ch.seed or None, rated=rated, on_queued=queued
+                    game, names, tc, ch.seed or None, on_queued=queued, seed_chosen=bool(ch.seed)
                 )
             except HubError as exc:
                 await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
@@ -361,6 +466,47 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if running.task is not None:
                 await asyncio.wait([running.task])
         await status(bs.ChallengeStatus.STATE_DONE)
+
+    async def _owns(self, name: str, token: str) -> bool:
+        return await owns_bot(self.hub, name, token)
+
+
+async def owns_bot(hub: Hub, name: str, token: str) -> bool:
+    """Whether ``token`` proves the right to seat bot ``name``.
+
+    Accepted: the registered bot's token, or the ``Welcome.session_token`` of
+    the session connected under ``name`` (the only proof a guest has). Hosted
+    bots belong to nobody, so no token proves them.
+    """
+    if not token or name in hub.hosted:
+        return False
+    offered = hash_token(token)
+    if hub.session_keys.get(name) == offered and name in hub.sessions:
+        return True
+    stored = await hub.store.bot_token_hash(name) if hub.store is not None else None
+    return stored is not None and secrets.compare_digest(stored, offered)
+
+
+async def authorize_bots(hub: Hub, names: Sequence[str], tokens: Mapping[str, str]) -> None:
+    """Refuse to seat a bot that is not hosted unless its token is presented.
+
+    Raises:
+        HubError: ``forbidden``, naming the bot and the token to send.
+    """
+    for name in dict.fromkeys(names):
+        if name in hub.hosted:
+            continue
+        connected = name in hub.sessions
+        submitted = hub.registry is not None and name in hub.registry.programs
+        if not (connected or submitted):
+            continue  # unknown: start_match says so
+        if not await owns_bot(hub, name, tokens.get(name, "")):
+            what = "a connected remote bot" if connected else "a registered bot"
+            raise HubError(
+                "forbidden",
+                f"{name!r} is {what}; seating it needs its token in bot_tokens[{name!r}] (its registered token, "
+                "or a guest's Welcome.session_token); without tokens only hosted bots can be matched",
+            )
 
 
 class _PongBudget:
@@ -420,26 +566,57 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
         self._recent: dict[str, MatchRecord] = {}
+        self.in_flight: dict[str, int] = {}
+        """Matches created and not yet ended, per caller address."""
 
     async def CreateMatch(
         self, request: mp.CreateMatchRequest, context: grpc.aio.ServicerContext
     ) -> mp.CreateMatchResponse:  # type: ignore[override]
         hub = self.hub
+        caller = _peer_host(context.peer())
         try:
             game = hub.resolve_game(request.game, params_from_proto(request.params))
             tc = time_control_from_proto(request.time_control) if request.HasField("time_control") else None
-            running = await hub.start_match(game, list(request.bots), tc, request.seed or None)
+            check_request_limits(game, tc)
+            if request.seed:
+                check_chosen_seed(hub, list(request.bots))
+            await authorize_bots(hub, list(request.bots), request.bot_tokens)
+            if self.in_flight.get(caller, 0) >= MAX_MATCHES_PER_CALLER:
+                raise HubError(
+                    "busy",
+                    f"you already have {MAX_MATCHES_PER_CALLER} matches running (the limit per caller); "
+                    "wait for one to end",
+                )
+            self.in_flight[caller] = self.in_flight.get(caller, 0) + 1
+            try:
+                running = await hub.start_match(
+                    game, list(request.bots), tc, request.seed or None, seed_chosen=bool(request.seed)
+                )
+            except BaseException:
+                self._done(caller)
+                raise
         except HubError as exc:
             await context.abort(_GRPC_CODES.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT), str(exc))
             raise AssertionError("unreachable") from None
         except ValueError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise AssertionError("unreachable") from None
+        if running.task is None:
+            self._done(caller)
+        else:
+            running.task.add_done_callback(lambda _task: self._done(caller))
         response = mp.CreateMatchResponse(match_id=running.record.match_id)
         if request.wait and running.task is not None:
             record = await asyncio.shield(running.task)
             response.record.CopyFrom(record_to_proto(record))
         return response
+
+    def _done(self, caller: str) -> None:
+        left = self.in_flight.get(caller, 0) - 1
+        if left > 0:
+            self.in_flight[caller] = left
+        else:
+            self.in_flight.pop(caller, None)
 
     async def GetMatch(self, request: mp.GetMatchRequest, context: grpc.aio.ServicerContext) -> mp.MatchRecord:  # type: ignore[override]
         if request.move_offset < 0 or request.move_limit < 0:

@@ -21,6 +21,7 @@ import json
 import re
 import secrets
 import shutil
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -90,14 +91,103 @@ def default_data_dir(db_path: str) -> Path:
     return Path(db_path).resolve().parent / "arena-data"
 
 
+MAX_NAME_CHARS = 40
+"""The longest bot name, in characters (registered and connecting names alike)."""
+
+# Look-alikes folded onto the Latin letter they imitate, applied after NFKC and case folding: the
+# Cyrillic and Greek letters that pass for Latin ones in upper or lower case (Cyrillic "а" for "a",
+# Greek "Ο"/"ο" for "o", ...). A small skeleton in the spirit of Unicode TR 39, enough that
+# "rаndom" (Cyrillic a) or "RΑNDOM" (Greek Alpha) collides with "random".
+_CONFUSABLES = str.maketrans(
+    {
+        # Cyrillic
+        "а": "a", "в": "b", "е": "e", "ё": "e", "һ": "h", "н": "h", "і": "i", "ї": "i",
+        "ј": "j", "к": "k", "ӏ": "l", "м": "m", "о": "o", "р": "p", "ԛ": "q", "с": "c", "ѕ": "s",
+        "т": "t", "у": "y", "ԝ": "w", "х": "x", "ԁ": "d", "ь": "b", "п": "n", "з": "3",
+        # Greek (after case folding)
+        "α": "a", "β": "b", "ε": "e", "η": "h", "ι": "i", "κ": "k", "μ": "m", "ν": "v", "ο": "o",
+        "ρ": "p", "τ": "t", "υ": "y", "χ": "x", "ζ": "z", "ϲ": "c", "ϳ": "j",
+        # Latin look-alikes that NFKC keeps apart
+        "ı": "i", "ȷ": "j", "ɡ": "g", "ɑ": "a", "ℓ": "l",
+    }
+)  # fmt: skip
+_NAME_PUNCTUATION = frozenset("-_.")
+
+
+def name_key(name: str) -> str:
+    """The form under which two bot names count as the same name.
+
+    NFKC (fullwidth and other compatibility forms become plain letters), then
+    case folding, then Cyrillic/Greek look-alikes mapped to the Latin letters
+    they imitate. ``name_key("Rаndom")`` (Cyrillic a) equals ``name_key("random")``.
+    """
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    return unicodedata.normalize("NFKC", folded.translate(_CONFUSABLES))
+
+
+def reserved_names(names: Iterable[str]) -> Callable[[str], bool]:
+    """A test for names that normalise to one of ``names`` (the hosted bots), for :class:`BotRegistry`."""
+    keys = frozenset(name_key(n) for n in names)
+    return lambda name: name_key(name) in keys
+
+
+def shown_name(name: str) -> str:
+    """A name as an error message may quote it: escaped, and cut short when long."""
+    if len(name) <= MAX_NAME_CHARS:
+        return repr(name)
+    return f"{name[:MAX_NAME_CHARS]!r}... ({len(name)} characters)"
+
+
 def check_name(name: str) -> str:
+    """Check a name to register: ASCII letters, digits, '-', '_', '.', at most 40 characters.
+
+    Raises:
+        RegistryError: ``bad_name``, with a message saying what is allowed.
+    """
     if not NAME_PATTERN.match(name):
         raise RegistryError(
             "bad_name",
-            f"the bot name {name!r} is not allowed; use 1 to 40 letters, digits, '-', '_' or '.', "
-            "starting with a letter or digit",
+            f"the bot name {shown_name(name)} is not allowed; use 1 to {MAX_NAME_CHARS} letters, digits, "
+            "'-', '_' or '.', starting with a letter or digit",
         )
     return name
+
+
+def check_player_name(name: str) -> str:
+    """Check the name a connecting bot asks for in its Hello (any script, no controls).
+
+    Letters and digits of any script, '-', '_' and '.', starting with a letter
+    or digit, 1 to 40 characters after NFKC. Control and format characters
+    (ANSI escapes, zero-width and bidirectional marks), spaces and combining
+    marks are refused.
+
+    Returns:
+        The name in NFKC form.
+
+    Raises:
+        RegistryError: ``bad_name``, with a message saying what was wrong.
+    """
+    allowed = (
+        f"use 1 to {MAX_NAME_CHARS} letters, digits, '-', '_' or '.', starting with a letter or digit, "
+        "or leave the name empty to play as a guest"
+    )
+    if len(name) > MAX_NAME_CHARS * 4:  # far too long: do not even normalise it
+        raise RegistryError("bad_name", f"the bot name {shown_name(name)} is too long; {allowed}")
+    nfkc = unicodedata.normalize("NFKC", name)
+    for char in nfkc:
+        category = unicodedata.category(char)
+        if category[0] in "LN" or char in _NAME_PUNCTUATION:
+            continue
+        what = "a control character" if category == "Cc" else "a format character" if category == "Cf" else ""
+        what = what or ("a space" if category[0] == "Z" else f"the character {char!r}")
+        raise RegistryError(
+            "bad_name", f"the bot name {shown_name(name)} contains {what} (U+{ord(char):04X}); {allowed}"
+        )
+    if not 1 <= len(nfkc) <= MAX_NAME_CHARS:
+        raise RegistryError("bad_name", f"the bot name {shown_name(name)} has {len(nfkc)} characters; {allowed}")
+    if nfkc[0] in _NAME_PUNCTUATION:
+        raise RegistryError("bad_name", f"the bot name {shown_name(name)} starts with {nfkc[0]!r}; {allowed}")
+    return nfkc
 
 
 def check_games(games: Iterable[str]) -> tuple[str, ...]:
@@ -173,6 +263,15 @@ class BotRegistry:
     async def is_registered(self, name: str) -> bool:
         return await self.store.bot_token_hash(name) is not None
 
+    async def registered_like(self, name: str) -> str | None:
+        """The registered name that ``name`` normalises to (itself included), or None."""
+        key = name_key(name)
+        async with self.store.conn.execute("SELECT name FROM bots") as cur:
+            for (other,) in await cur.fetchall():
+                if name_key(other) == key:
+                    return str(other)
+        return None
+
     async def check_token(self, name: str, token: str) -> None:
         """Raise RegistryError unless ``token`` is the token of the registered bot ``name``."""
         stored = await self.store.bot_token_hash(name)
@@ -217,16 +316,23 @@ class BotRegistry:
     ) -> str:
         check_name(name)
         if self.reserved(name):
-            raise RegistryError("taken", f"{name!r} is the name of a hosted reference bot; pick another name")
+            raise RegistryError(
+                "taken", f"{name!r} is (or looks like) the name of a hosted reference bot; pick another name"
+            )
         token = secrets.token_urlsafe(24)
         now = datetime.now(UTC).isoformat()
         conn = self.store.conn
         async with self.store.write_lock:
             await conn.execute("BEGIN IMMEDIATE")
             try:
-                async with conn.execute("SELECT 1 FROM bots WHERE name = ?", (name,)) as cur:
-                    if await cur.fetchone() is not None:
-                        raise RegistryError("taken", f"the name {name!r} is already registered; pick another name")
+                key = name_key(name)
+                async with conn.execute("SELECT name FROM bots") as cur:
+                    for (other,) in await cur.fetchall():
+                        if name_key(other) == key:
+                            same = "is" if other == name else f"looks the same as {other!r}, which is"
+                            raise RegistryError(
+                                "taken", f"the name {name!r} {same} already registered; pick another name"
+                            )
                 cur = await conn.execute(
                     "INSERT INTO bots (name, kind, games, token_hash, description, created_at) "
                     "VALUES (?, ?, ?, ?, ?, ?)",

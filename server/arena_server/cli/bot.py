@@ -25,7 +25,7 @@ from arena.v1 import bots_pb2 as bp
 from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena_client import Termination
 from arena_server.bots.failures import FailureRow, format_failure, list_failures
-from arena_server.bots.registry import BotRegistry, RegistryError, default_data_dir, unreadable_for
+from arena_server.bots.registry import BotRegistry, RegistryError, default_data_dir, reserved_names, unreadable_for
 from arena_server.bots.uploads import MAX_UPLOAD_BYTES
 from arena_server.cli import CliError
 from arena_server.cli.common import DEFAULT_ADDRESS
@@ -153,7 +153,7 @@ def _with_registry(db: str, action: Callable[[BotRegistry], Awaitable[T]]) -> T:
             from arena_bots import hosted_bots
 
             hosted = hosted_bots()
-            registry = BotRegistry(store, default_data_dir(db), reserved=hosted.__contains__)
+            registry = BotRegistry(store, default_data_dir(db), reserved=reserved_names(hosted))
             return await action(registry)
         except RegistryError as exc:
             raise CliError(str(exc)) from None

@@ -56,7 +56,7 @@ async def _local(args: argparse.Namespace, game: object, tc: object) -> int:
     try:
         hub = Hub(store, hosted_bots())
         try:
-            running = await hub.start_match(game, args.bots, tc, args.seed)  # type: ignore[arg-type]
+            running = await hub.start_match(game, args.bots, tc, args.seed, seed_chosen=bool(args.seed))  # type: ignore[arg-type]
         except HubError as exc:
             raise CliError(str(exc)) from None
         assert running.task is not None

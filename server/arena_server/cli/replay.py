@@ -99,6 +99,7 @@ def record_from_proto(msg: mp.MatchRecord) -> MatchRecord:
         returns=tuple(msg.returns),
         moves=moves,
         rated=msg.rated,
+        seed_chosen=msg.seed_chosen,
     )
 
 
@@ -121,7 +122,8 @@ def _replay(args: argparse.Namespace) -> int:
     record = record_from_proto(msg)
     step_mode = (args.step or sys.stdin.isatty()) and not args.no_step
     names = ", ".join(f"seat {s.seat}: {s.bot_name}" for s in record.seats)
-    print(f"match {record.match_id}  {record.game!r}  {names}  seed {record.seed}")
+    chosen = " (chosen by the match's creator)" if record.seed_chosen else ""
+    print(f"match {record.match_id}  {record.game!r}  {names}  seed {record.seed or '(never revealed)'}{chosen}")
     for step in replay_steps(record):
         print(describe_step(record, step))
         if step_mode:

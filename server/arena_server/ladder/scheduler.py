@@ -330,9 +330,12 @@ class Ladder:
         if game.name in DICE_GAMES:
             seed = new_seed()
             seatings = [names[i:] + names[:i] for i in range(len(names))]
+            async with self.hub.sealed_seed(seed):  # revealed after the set, not to the next match's bots
+                await self._play_seatings(pool, game, seatings, seed)
         else:
-            seed = None
-            seatings = [names]
+            await self._play_seatings(pool, game, [names], None)
+
+    async def _play_seatings(self, pool: _Pool, game: Game, seatings: list[list[str]], seed: str | None) -> None:
         for seating in seatings:
             if self._stopping or self.hub.stopping:
                 return

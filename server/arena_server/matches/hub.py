@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from arena.v1 import bot_session_pb2 as bs
 from arena_bots import HostedBot
 from arena_client import PublicMove, SeatInfo, Termination, TimeControl
 from arena_games import CHANCE, Game, GameError, State, load_game
 from arena_server.bots.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
-from arena_server.bots.registry import BotRegistry, default_data_dir
+from arena_server.bots.registry import BotRegistry, default_data_dir, name_key, reserved_names
 from arena_server.referee.loop import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match, seed_hash
 from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.remote import RemoteSession
@@ -73,10 +74,14 @@ class Hub:
         self.hosted = hosted
         # Issue 4: registered subprocess bots (a registry next to the database unless one is given).
         if registry is None and store is not None and store.path != ":memory:":
-            registry = BotRegistry(store, default_data_dir(store.path), reserved=hosted.__contains__)
+            registry = BotRegistry(store, default_data_dir(store.path), reserved=reserved_names(hosted))
         self.registry = registry
         self.default_time_control = default_time_control or TimeControl()
         self.sessions: dict[str, RemoteSession] = {}
+        self.sealed: dict[str, int] = {}
+        """Seeds reused by several matches (duplicate sets), by commitment: revealed when the set ends."""
+        self.session_keys: dict[str, str] = {}
+        """Connected name -> SHA-256 of its session's Welcome.session_token (proof for CreateMatch)."""
         self.running: dict[str, RunningMatch] = {}
         self.stopping = False
         self._local_ids = itertools.count(1)
@@ -98,6 +103,29 @@ class Hub:
         if self.registry is not None and name in self.registry.programs:
             return self.registry.programs[name].games
         return None
+
+    def name_in_use(self, name: str) -> tuple[str, str] | None:
+        """(kind, existing name) of a hosted or connected bot whose name normalises like ``name``."""
+        key = name_key(name)
+        for kind, names in (("hosted", self.hosted), ("connected", self.sessions)):
+            for other in names:
+                if name_key(other) == key:
+                    return kind, other
+        return None
+
+    def evict_guests_named(self, name: str, reason: str) -> int:
+        """Drop every guest session whose name normalises like ``name`` (it has just been registered).
+
+        The session leaves :attr:`sessions` at once, so it can never be seated
+        under that name again; it is told why and its stream is closed.
+        """
+        key = name_key(name)
+        evicted = [s for n, s in self.sessions.items() if s.guest and name_key(n) == key]
+        for session in evicted:
+            del self.sessions[session.name]
+            self.session_keys.pop(session.name, None)
+            self.spawn(_close_session(session, reason))
+        return len(evicted)
 
     def new_guest_name(self) -> str:
         while True:
@@ -135,21 +163,50 @@ class Hub:
         seed: str | None = None,
         rated: bool = False,
         on_queued: Callable[[str, int], Awaitable[None]] | None = None,
+        seed_chosen: bool = False,
     ) -> RunningMatch:
         """Seat the named bots and start the match in the background.
 
         Remote bots play one match at a time: this waits until each is free,
         calling ``on_queued(bot_name, position)`` first when it has to wait.
 
+        Args:
+            seed: The match seed; a fresh secret one when None. The ladder and
+                tournaments pass server-made seeds.
+            seed_chosen: ``seed`` came from whoever asks for the match (a
+                challenger, a CreateMatch caller, the operator's ``arena match
+                --seed``), not from the server. Such a match is never rated,
+                and the record says so. (Remote callers are also kept from
+                choosing the seed of a match with a hosted bot: see
+                :func:`arena_server.api.server.check_chosen_seed`.)
+
         Raises:
             HubError: unknown bot, a bot that does not play the game, wrong
-                number of bots, or the server is stopping.
+                number of bots, a chosen seed where none is allowed, a guest
+                in a rated match, or the server is stopping.
         """
         if self.stopping:
             raise HubError("stopping", "the server is shutting down; try again when it is back")
         if self.registry is not None and any(self.games_of(n) is None for n in bot_names):
             await self.registry.refresh()  # a bot added by `arena bot add` while the server runs
         self.check_bots(game, bot_names)
+        if seed_chosen and rated:
+            raise HubError("bad_params", "a rated match cannot have a chosen seed; leave the seed empty")
+        for name in bot_names:
+            session = self.sessions.get(name)
+            if session is None or not session.guest:
+                continue
+            if rated:
+                raise HubError("bad_params", f"{name!r} is a guest; guests never play rated matches")
+            if self.registry is not None and await self.registry.registered_like(name) is not None:
+                # Registered after the guest connected (e.g. by `arena bot add`): the guest never plays as it.
+                self.evict_guests_named(name, f"the name {name!r} is now registered; reconnect with its token")
+                # Not seated in the guest's place either: whoever asked spoke to the guest, not the owner.
+                raise HubError(
+                    "unknown_bot",
+                    f"{name!r} was a guest's name and is now registered; the guest was disconnected. "
+                    "Ask again to play the registered bot",
+                )
         seed = seed or new_seed()
         tc = time_control or self.default_time_control
         locked: list[RemoteSession] = []
@@ -186,6 +243,8 @@ class Hub:
                 seed_sha256=seed_hash(seed),
                 started_at=datetime.now(UTC),
                 rated=rated,
+                seed_chosen=seed_chosen,
+                seed_sealed=seed_hash(seed) in self.sealed,
             )
             if self.store is not None:
                 await self.store.start_match(record)
@@ -205,6 +264,29 @@ class Hub:
             if not waiter.done():
                 waiter.set_result(record.match_id)
         return running
+
+    @contextlib.asynccontextmanager
+    async def sealed_seed(self, seed: str) -> AsyncIterator[None]:
+        """Keep ``seed`` secret across every match started with it inside the block.
+
+        For duplicate sets (the ladder's Liar's Dice: the same dice, seats
+        rotated): revealing the seed at the end of the first match would tell
+        the bots of the next one every die. Inside the block the matches end
+        without revealing it (``MatchEnded.seed`` and the stored seed stay
+        empty); when the block exits it is written to all of them.
+        """
+        key = seed_hash(seed)
+        self.sealed[key] = self.sealed.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            left = self.sealed.get(key, 1) - 1
+            if left > 0:
+                self.sealed[key] = left
+            else:
+                self.sealed.pop(key, None)
+                if self.store is not None:
+                    await asyncio.shield(self.store.reveal_seed(seed))
 
     async def next_match(self, game: str) -> str:
         """Wait for the next match of ``game`` to start; return its id."""
@@ -391,6 +473,12 @@ class SpectatorQueue:
         if kind == "moves":
             self.backlog -= len(payload[0])
         return kind, payload
+
+
+async def _close_session(session: RemoteSession, reason: str) -> None:
+    """Tell an evicted session why, and close it (its current match, if any, ends as a disconnect)."""
+    await session.error(bs.ERROR_CODE_NAME_TAKEN, reason, fatal=True)
+    session.mark_closed(reason)
 
 
 def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:

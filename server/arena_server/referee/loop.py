@@ -145,6 +145,10 @@ class MatchRecord:
     returns: tuple[float, ...] = ()
     moves: MoveLog = field(default_factory=MoveLog)
     rated: bool = False
+    seed_chosen: bool = False
+    """The seed came from the match's creator (unrated matches between its own bots), not the server."""
+    seed_sealed: bool = False
+    """The seed is reused by a later match (a duplicate set): not revealed at this match's end."""
 
     @property
     def finished(self) -> bool:
@@ -616,7 +620,7 @@ class _Referee:
                 record.returns,
                 termination,
                 reason,
-                record.seed,
+                "" if record.seed_sealed else record.seed,  # a sealed seed is revealed when its set ends
                 offender,
                 self.state.observation(seat_index),
                 tuple(self.pending[seat_index]),

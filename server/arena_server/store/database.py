@@ -5,7 +5,10 @@ schema is versioned (``PRAGMA user_version``) and upgraded by forward
 migrations at start-up; a database from a newer Arena is refused rather than
 touched. Matches are written when they start (status running) and completed
 in one transaction when they end, so after a crash the running ones are
-marked aborted at the next start and nothing is half-written.
+marked aborted at the next start and nothing is half-written. A running
+match's row holds only the seed's commitment (``seed_sha256``); the seed
+itself is written when the match ends, so no reader of the file can predict
+a live match's dice (a match cut off by a crash never reveals its seed).
 
 Move lists are stored compactly: one zlib-compressed blob per match holding
 parallel little-endian arrays (seat int8, action int32, elapsed µs uint32,
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import os
 import sqlite3
@@ -182,6 +186,12 @@ MIGRATIONS: list[str] = [
         created_at TEXT NOT NULL
     );
     CREATE INDEX failures_by_bot ON bot_failures (bot_name, id);
+    """,
+    # 4: the seed stays secret until the end (issue 12). A running match stores only its commitment
+    # (seed = ''); the seed is written when the match ends. seed_chosen marks seeds a creator chose.
+    """
+    ALTER TABLE matches ADD COLUMN seed_chosen INTEGER NOT NULL DEFAULT 0;
+    UPDATE matches SET seed = '' WHERE status = 'running';
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -360,13 +370,13 @@ class Store:
         await conn.execute("BEGIN IMMEDIATE")
         try:
             cur = await conn.execute(
-                "INSERT INTO matches (game, params, seed, seed_sha256, time_control, status, rated, started_at) "
-                "VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
+                "INSERT INTO matches (game, params, seed, seed_sha256, seed_chosen, time_control, status, rated, "
+                "started_at) VALUES (?, ?, '', ?, ?, ?, 'running', ?, ?)",  # the seed itself: only at the end
                 (
                     record.game.name,
                     json.dumps(dict(record.game.params)),
-                    record.seed,
                     record.seed_sha256,
+                    int(record.seed_chosen),
                     _tc_json(record.time_control),
                     int(record.rated),
                     record.started_at.isoformat(),
@@ -406,7 +416,7 @@ class Store:
         try:
             await conn.execute(
                 "UPDATE matches SET status = ?, termination = ?, offender = ?, reason = ?, returns = ?, "
-                "ended_at = ?, move_count = ?, moves = ? WHERE id = ?",
+                "ended_at = ?, move_count = ?, moves = ?, seed = ? WHERE id = ?",
                 (
                     status,
                     int(record.termination or Termination.ABORTED),
@@ -416,6 +426,7 @@ class Store:
                     (record.ended_at or datetime.now(UTC)).isoformat(),
                     len(record.moves),
                     encode_moves(record.moves),
+                    "" if record.seed_sealed else record.seed,  # revealed now that the match is over
                     int(record.match_id),
                 ),
             )
@@ -425,6 +436,14 @@ class Store:
         except BaseException:
             await conn.execute("ROLLBACK")
             raise
+
+    async def reveal_seed(self, seed: str) -> None:
+        """Write a sealed seed into the ended matches that played it (the end of a duplicate set)."""
+        async with self.write_lock:
+            await self.conn.execute(
+                "UPDATE matches SET seed = ? WHERE seed_sha256 = ? AND status != 'running'",
+                (seed, hashlib.sha256(seed.encode()).hexdigest()),
+            )
 
     async def get_match(self, match_id: str, with_moves: bool = True) -> MatchRecord | None:
         """The stored match, or None when there is no such id."""
@@ -463,7 +482,7 @@ class Store:
         moves_col = "m.moves" if with_moves else "NULL"
         sql = (
             "SELECT m.id, m.game, m.params, m.seed, m.seed_sha256, m.time_control, m.status, m.termination, "
-            f"m.offender, m.reason, m.returns, m.rated, m.started_at, m.ended_at, {moves_col} "
+            f"m.offender, m.reason, m.returns, m.rated, m.started_at, m.ended_at, m.seed_chosen, {moves_col} "
             f"FROM matches m {where} ORDER BY m.id DESC LIMIT ?"
         )
         async with self.conn.execute(sql, (*args, limit)) as cur:
@@ -497,6 +516,7 @@ class Store:
                 rated,
                 started,
                 ended,
+                seed_chosen,
                 moves,
             ) = r
             record = MatchRecord(
@@ -514,6 +534,7 @@ class Store:
                 returns=tuple(json.loads(returns)) if returns else (),
                 moves=await _decode_off_loop(moves) if with_moves else MoveLog(),
                 rated=bool(rated),
+                seed_chosen=bool(seed_chosen),
             )
             out.append(record)
         return out
