@@ -636,12 +636,16 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         return await record_page(record, request.move_offset, request.move_limit)
 
     async def _stored(self, match_id: str) -> MatchRecord | None:
-        """A finished match from the store, remembered for the next page (records never change once stored)."""
+        """A finished match from the store, remembered for the next page.
+
+        Only records whose seed is out are remembered: a duplicate set's match is
+        stored with its seed sealed and changes once when the set ends.
+        """
         cached = self._recent.get(match_id)
         if cached is not None:
             return cached
         record = await self.hub.store.get_match(match_id) if self.hub.store is not None else None
-        if record is not None and record.termination is not None:
+        if record is not None and record.termination is not None and record.seed:
             self._recent[match_id] = record
             while len(self._recent) > _RECENT_RECORDS:
                 del self._recent[next(iter(self._recent))]
