@@ -5,6 +5,14 @@ Everything that starts a match goes through :meth:`Hub.start_match`: the gRPC
 hub resolves bot names to seats (a fresh in-process bot for hosted names, the
 open session for connected remote bots), writes the match to the store when
 it starts and when it ends, and aborts every running match on shutdown.
+
+Commit before notify: the referee hands the finished record to the hub, which
+commits it (with its rating change and the offender's failure report) before
+any seat or spectator hears the result. If that commit fails (disk full, a
+read-only or locked database), the match is voided and the bots are told it
+was aborted, with the reason; the hub then marks it aborted in the store (or
+the next start does). A store error when a match should start is a
+:class:`HubError` with code ``store``.
 """
 
 from __future__ import annotations
@@ -13,22 +21,33 @@ import asyncio
 import contextlib
 import itertools
 import secrets
+import sqlite3
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from arena_bots import HostedBot
-from arena_client import PublicMove, SeatInfo, Termination, TimeControl
+from arena_client import PublicMove, SeatInfo, TimeControl
 from arena_games import CHANCE, Game, GameError, State, load_game
 from arena_server.bot_registry import BotRegistry, default_data_dir
 from arena_server.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
 from arena_server.ladder_store import rating_change
-from arena_server.referee import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match, seed_hash
+from arena_server.referee import (
+    MatchControl,
+    MatchRecord,
+    Seat,
+    bot_seed,
+    new_seed,
+    play_match,
+    seed_hash,
+    void_record,
+)
 from arena_server.remote import RemoteSession
 from arena_server.seats import InProcessSeat
-from arena_server.store import Store
+from arena_server.store import Store, StoreError
 from arena_server.subprocess_seat import SubprocessSeat
 
 
@@ -37,7 +56,8 @@ class HubError(Exception):
 
     Attributes:
         code: A short category: ``unknown_bot``, ``unsupported_game``,
-            ``bad_params``, ``busy`` or ``stopping``.
+            ``bad_params``, ``busy``, ``stopping`` or ``store`` (the database
+            refused to record the match; the server keeps running).
     """
 
     def __init__(self, code: str, message: str) -> None:
@@ -53,6 +73,10 @@ class RunningMatch:
     control: MatchControl
     task: asyncio.Task[MatchRecord] | None = None
     watchers: list[asyncio.Queue[tuple[str, Any]]] = field(default_factory=list)
+    committed: bool = False
+    """True once the end of the match is in the store."""
+    commit: asyncio.Future[None] | None = None
+    """The store write of the end of the match, once started (it is never cancelled)."""
 
 
 class Hub:
@@ -173,6 +197,8 @@ class Hub:
                         await session.busy.acquire()
                     locked.append(session)
                     seats.append(TurnRecordingRemoteSeat(session, SeatInfo(index, name, 1, "remote")))
+            if self.stopping:
+                raise HubError("stopping", "the server is shutting down; try again when it is back")
             record = MatchRecord(
                 match_id="",
                 game=game,
@@ -184,7 +210,12 @@ class Hub:
                 rated=rated,
             )
             if self.store is not None:
-                await self.store.start_match(record)
+                try:
+                    await self.store.start_match(record)
+                except (sqlite3.Error, StoreError) as exc:
+                    message = f"the server could not record a new match: {store_problem(exc)}; try again later"
+                    log(f"arena: {message} ({' vs '.join(bot_names)}, {game.name})")
+                    raise HubError("store", message) from None
             else:
                 record.match_id = f"local-{next(self._local_ids)}"
         except BaseException:
@@ -210,9 +241,33 @@ class Hub:
 
     async def _run(self, running: RunningMatch, seats: list[Seat], locked: list[RemoteSession]) -> MatchRecord:
         record = running.record
+        commit_error = ""
+
+        async def commit(finished: MatchRecord) -> None:
+            """Store the end of the match and its rating change, before anyone is told (the referee's on_end)."""
+            nonlocal commit_error
+            if self.store is None:
+                return
+            # Ladder (issue 5): a rated match and its rating change commit together, with the offender's
+            # failure report; the stderr logs follow after the seats stopped (see below).
+            hook = chain_hooks(rating_change(finished), seat_outcomes(finished, seats, logs=False))
+            store = self.store
+
+            async def write() -> None:
+                await store.finish_match(finished, hook)
+                running.committed = True  # set even if whoever awaits this was cancelled meanwhile
+
+            running.commit = asyncio.ensure_future(write())
+            try:
+                await asyncio.shield(running.commit)
+            except (sqlite3.Error, StoreError, OSError) as exc:
+                commit_error = store_problem(exc)
+                raise StoreError(commit_error) from None
+
         try:
             await asyncio.sleep(0)  # let spectators already waiting for this match subscribe first
-            # The referee fills in this very record, so it is complete before any seat hears the end.
+            # The referee fills in this very record and commits it through ``commit`` before any seat hears
+            # the end; a failed commit voids the match, and that is what the seats are told.
             await play_match(
                 record.game,
                 seats,
@@ -223,29 +278,16 @@ class Hub:
                 (),
                 record.rated,
                 record=record,
+                on_end=commit,
             )
         except BaseException as exc:
-            record.termination = Termination.ABORTED
-            record.reason = f"the server failed while running the match: {exc!r}"
-            record.returns = tuple(0.0 for _ in record.seats)
-            record.ended_at = datetime.now(UTC)
+            if not running.committed:
+                void_record(record, f"the server failed while running the match: {exc!r}")
         finally:
             for session in locked:
                 if session.busy.locked():
                     session.busy.release()
-            if self.store is not None and record.termination is not None:
-                try:
-                    # Ladder (issue 5): a rated match and its rating change commit together.
-                    hook = chain_hooks(rating_change(record), seat_outcomes(record, seats))  # + logs, failures
-                    await asyncio.shield(self.store.finish_match(record, hook))
-                except Exception as exc:
-                    # The match stays 'running' in the store and is marked aborted at the next start.
-                    print(
-                        f"arena: could not record the end of match {record.match_id}: {exc!r}; "
-                        "it will be marked aborted when the server restarts",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+            await self._settle(running, seats, commit_error)
             for seat in seats:
                 if isinstance(seat, SubprocessSeat):
                     with contextlib.suppress(Exception):
@@ -255,14 +297,60 @@ class Hub:
                 queue.put_nowait(("closed", None))
         return record
 
-    async def shutdown(self, reason: str = "the server is shutting down") -> None:
-        """Abort every running match, wait for them to be recorded, stop accepting new ones."""
+    async def _settle(self, running: RunningMatch, seats: list[Seat], commit_error: str) -> None:
+        """After the seats were told: store the stderr logs, or mark an uncommitted match aborted (one log line)."""
+        record = running.record
+        store = self.store
+        if store is None or not record.match_id.isdigit():
+            return
+        if running.commit is not None and not running.commit.done():
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(running.commit)  # cancelled while committing: let the commit decide
+        if running.committed:
+            logs = seat_outcomes(record, seats, failure=False)
+            if logs is not None:
+                try:
+                    await asyncio.shield(store.run_in_transaction(logs))
+                except Exception as exc:  # the match itself is recorded; only its logs are missing
+                    log(f"arena: match {record.match_id} is recorded, but its bots' logs are not: {store_problem(exc)}")
+            return
+        if record.termination is None:
+            void_record(record, "the match did not finish")
+        problem = commit_error or "the match could not be completed"
+        try:
+            await asyncio.shield(store.finish_match(record))
+            after = "it is stored as aborted"
+        except Exception as exc:
+            after = f"it stays 'running' until the next start marks it aborted ({store_problem(exc)})"
+        log(
+            f"arena: could not record the end of match {record.match_id} ({problem}); "
+            f"its bots were told it was aborted; {after}"
+        )
+
+    async def shutdown(self, reason: str = "the server is shutting down", grace: float = 10.0) -> None:
+        """Stop accepting matches, abort the running ones and wait (up to ``grace`` s) until they are recorded.
+
+        Every seat is told the match was aborted with ``reason`` before this
+        returns. A match still not done after ``grace`` is cancelled and
+        recorded as aborted directly.
+        """
         self.stopping = True
+        deadline = time.monotonic() + grace
         for running in list(self.running.values()):
             running.control.abort(reason)
         tasks = [r.task for r in self.running.values() if r.task is not None]
         if tasks:
-            await asyncio.wait(tasks, timeout=10)
+            await asyncio.wait(tasks, timeout=max(grace - 1.0, 0.1))
+        stuck = [r for r in self.running.values() if r.task is not None and not r.task.done()]
+        for running in stuck:
+            assert running.task is not None
+            running.task.cancel()
+        if stuck:
+            left = max(deadline - time.monotonic(), 0.1)
+            await asyncio.wait([r.task for r in stuck if r.task is not None], timeout=left)
+        for waiter in [w for waiters in self._next_match.values() for w in waiters]:
+            waiter.cancel()
+        self._next_match.clear()
 
     # -- spectators ---------------------------------------------------------------------------------
 
@@ -331,3 +419,14 @@ def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:
         if player != CHANCE or game.chance_is_public
     ]
     return moves, state.observation(None)
+
+
+def store_problem(exc: BaseException) -> str:
+    """What the database said, in one short phrase (e.g. "database or disk is full")."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def log(line: str) -> None:
+    """One line on the server's stderr."""
+    print(line, file=sys.stderr, flush=True)

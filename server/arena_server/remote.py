@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -26,10 +27,13 @@ from typing import Any
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
-from arena_server.referee import Answer, Seat
+from arena_server.referee import Answer, LoopLag, Seat
 
 MAX_MESSAGE_BYTES = 64 * 1024
 """Largest bot message the server accepts (a bot never needs more than a few bytes)."""
+
+END_NOTICE_TIMEOUT = 5.0
+"""Seconds the referee waits for a MatchEnded (e.g. the shutdown notice) to be written to the stream."""
 
 
 class SessionClosed(Exception):
@@ -59,6 +63,8 @@ class RemoteSession:
         self.seat: RemoteSeat | None = None
         self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
         self._flushing = False
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._background: set[asyncio.Task[None]] = set()
 
     # -- writing ------------------------------------------------------------------------------------
@@ -69,6 +75,7 @@ class RemoteSession:
         if self._flushing:
             return
         self._flushing = True
+        self._idle.clear()
         try:
             while self._outbox:
                 if self.closed.is_set():
@@ -81,6 +88,11 @@ class RemoteSession:
                     self._outbox.clear()
         finally:
             self._flushing = False
+            self._idle.set()
+
+    async def drained(self) -> None:
+        """Wait until everything queued so far has been written (or dropped because the stream is gone)."""
+        await self._idle.wait()
 
     def send_nowait(self, msg: bs.ServerMessage) -> None:
         """Queue ``msg`` for writing without waiting (keeps order with :meth:`send`)."""
@@ -173,12 +185,21 @@ class RemoteSeat(Seat):
         msg = bs.ServerMessage()
         turn_to_proto(turn, moves, msg.turn)
         self._started = time.perf_counter()
-        timer = loop.call_later(timeout, self._expire, future, turn.turn_id, timeout)
+        lag = LoopLag.of(loop)
+        lag.acquire()
+        timer = None
         try:
-            await self.session.send(msg)
+            # Shielded: an abort (e.g. the server shutting down) must not cut a stream write in half, or the
+            # MatchEnded that follows would be lost.
+            await asyncio.shield(self.session.send(msg))
+            # The bot's clock starts when the Turn is written, and counts only while the loop is responsive.
+            self._started = time.perf_counter()
+            timer = lag.deadline(timeout, lambda: self._expire(future, turn.turn_id, timeout))
             return await future
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
+            lag.release()
             self._future = None
             self._expected = 0
 
@@ -196,7 +217,10 @@ class RemoteSeat(Seat):
     def on_action(self, action: bs.Action) -> None:
         future = self._future
         if action.match_id == self.match_id and action.turn_id == self._expected and future and not future.done():
-            future.set_result(Answer(action.action, time.perf_counter() - self._started))
+            # A stall of the server's loop just before this read is not the bot's time.
+            started = self._started
+            arrived = LoopLag.of().arrival(started, time.perf_counter())
+            future.set_result(Answer(action.action, arrived - started))
             return
         if action.match_id == self.match_id and action.turn_id in self._issued:
             self.session.send_nowait(
@@ -236,8 +260,15 @@ class RemoteSeat(Seat):
             self.session.send_nowait(bs.ServerMessage(update=update_to_proto(update)))
 
     async def end(self, result: MatchResult) -> None:
+        """Write MatchEnded and wait (at most END_NOTICE_TIMEOUT) until it is on the stream; never cut short."""
         try:
-            await self.session.send(bs.ServerMessage(match_ended=result_to_proto(result)))
+            notice = asyncio.ensure_future(self._tell_end(result))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(notice), END_NOTICE_TIMEOUT)
         finally:
             if self.session.seat is self:
                 self.session.seat = None
+
+    async def _tell_end(self, result: MatchResult) -> None:
+        await self.session.send(bs.ServerMessage(match_ended=result_to_proto(result)))
+        await self.session.drained()
