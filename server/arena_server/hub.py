@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import secrets
 import sqlite3
@@ -36,6 +37,7 @@ from arena_server.bot_registry import BotRegistry, default_data_dir
 from arena_server.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
 from arena_server.ladder_store import rating_change
 from arena_server.referee import (
+    COMMIT_FAILED,
     MatchControl,
     MatchRecord,
     Seat,
@@ -77,6 +79,8 @@ class RunningMatch:
     """True once the end of the match is in the store."""
     commit: asyncio.Future[None] | None = None
     """The store write of the end of the match, once started (it is never cancelled)."""
+    commit_snapshot: MatchRecord | None = None
+    """The ending being committed (a copy: the live record may still change if the commit fails)."""
 
 
 class Hub:
@@ -99,6 +103,7 @@ class Hub:
         self.sessions: dict[str, RemoteSession] = {}
         self.running: dict[str, RunningMatch] = {}
         self.stopping = False
+        self.stop_reason = "the server is shutting down"
         self._local_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._next_match: dict[str, list[asyncio.Future[str]]] = {}
@@ -226,6 +231,8 @@ class Hub:
                     await seat.close()
             raise
         running = RunningMatch(record, MatchControl())
+        if self.stopping:  # the shutdown began while the match was being stored: it ends at once
+            running.control.abort(self.stop_reason)
         self.running[record.match_id] = running
         running.task = asyncio.ensure_future(self._run(running, seats, locked))
         for waiter in self._next_match.pop(game.name, []):
@@ -250,13 +257,16 @@ class Hub:
                 return
             # Ladder (issue 5): a rated match and its rating change commit together, with the offender's
             # failure report; the stderr logs follow after the seats stopped (see below).
-            hook = chain_hooks(rating_change(finished), seat_outcomes(finished, seats, logs=False))
+            # A snapshot: the write may wait for the store's lock, and must store what the bots will hear.
+            snapshot = dataclasses.replace(finished)
+            hook = chain_hooks(rating_change(snapshot), seat_outcomes(snapshot, seats, logs=False))
             store = self.store
 
             async def write() -> None:
-                await store.finish_match(finished, hook)
+                await store.finish_match(snapshot, hook)
                 running.committed = True  # set even if whoever awaits this was cancelled meanwhile
 
+            running.commit_snapshot = snapshot
             running.commit = asyncio.ensure_future(write())
             try:
                 await asyncio.shield(running.commit)
@@ -281,8 +291,7 @@ class Hub:
                 on_end=commit,
             )
         except BaseException as exc:
-            if not running.committed:
-                void_record(record, f"the server failed while running the match: {exc!r}")
+            commit_error = commit_error or f"the server failed while running the match: {exc!r}"
         finally:
             for session in locked:
                 if session.busy.locked():
@@ -307,6 +316,9 @@ class Hub:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(running.commit)  # cancelled while committing: let the commit decide
         if running.committed:
+            if running.commit_snapshot is not None and running.commit_snapshot is not record:
+                # Cancelled after the commit went through: the stored ending is the true one.
+                _copy_ending(running.commit_snapshot, record)
             logs = seat_outcomes(record, seats, failure=False)
             if logs is not None:
                 try:
@@ -314,9 +326,10 @@ class Hub:
                 except Exception as exc:  # the match itself is recorded; only its logs are missing
                     log(f"arena: match {record.match_id} is recorded, but its bots' logs are not: {store_problem(exc)}")
             return
-        if record.termination is None:
-            void_record(record, "the match did not finish")
         problem = commit_error or "the match could not be completed"
+        told = record.termination is not None and record.reason.startswith(COMMIT_FAILED)
+        if not told:
+            void_record(record, problem)  # never store an ending that was not committed with its rating
         try:
             await asyncio.shield(store.finish_match(record))
             after = "it is stored as aborted"
@@ -324,7 +337,7 @@ class Hub:
             after = f"it stays 'running' until the next start marks it aborted ({store_problem(exc)})"
         log(
             f"arena: could not record the end of match {record.match_id} ({problem}); "
-            f"its bots were told it was aborted; {after}"
+            f"{'its bots were told it was aborted' if told else 'it is void'}; {after}"
         )
 
     async def shutdown(self, reason: str = "the server is shutting down", grace: float = 10.0) -> None:
@@ -335,12 +348,16 @@ class Hub:
         recorded as aborted directly.
         """
         self.stopping = True
+        self.stop_reason = reason
         deadline = time.monotonic() + grace
-        for running in list(self.running.values()):
-            running.control.abort(reason)
-        tasks = [r.task for r in self.running.values() if r.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=max(grace - 1.0, 0.1))
+        while self.running and time.monotonic() < deadline - 1.0:
+            # Matches being stored when the shutdown began join self.running (already aborted) meanwhile.
+            for running in list(self.running.values()):
+                running.control.abort(reason)
+            tasks = [r.task for r in self.running.values() if r.task is not None]
+            if not tasks:
+                break
+            await asyncio.wait(tasks, timeout=max(deadline - 1.0 - time.monotonic(), 0.1))
         stuck = [r for r in self.running.values() if r.task is not None and not r.task.done()]
         for running in stuck:
             assert running.task is not None
@@ -430,3 +447,11 @@ def store_problem(exc: BaseException) -> str:
 def log(line: str) -> None:
     """One line on the server's stderr."""
     print(line, file=sys.stderr, flush=True)
+
+
+def _copy_ending(source: MatchRecord, target: MatchRecord) -> None:
+    target.termination = source.termination
+    target.offender = source.offender
+    target.reason = source.reason
+    target.returns = source.returns
+    target.ended_at = source.ended_at

@@ -3,7 +3,7 @@
 Shutdown (SIGTERM or SIGINT/Ctrl-C): stop taking matches, abort every running
 match (each remote bot gets MatchEnded ``aborted`` with the reason, and each
 match is stored as aborted), stop the ladder, close the streams, close the
-database, exit 0; all within ``--grace`` seconds. A second signal exits at
+database, exit 0; all within ``--shutdown-grace`` seconds. A second signal exits at
 once (status 130); the unfinished matches are then marked aborted at the next
 start.
 """
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="where submitted bots are stored (default: arena-data/ next to the database)",
     )  # issue 4
     p.add_argument(
-        "--grace",
+        "--shutdown-grace",
         type=float,
         default=10.0,
         help="seconds a shutdown (SIGTERM, Ctrl-C) may take to tell every bot and record every match (default 10)",
@@ -57,11 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is out of range; use 0..65535")
-    if not 1 <= args.grace <= 600:
-        raise CliError(f"--grace {args.grace:g} is out of range; use 1..600 seconds")
+    if not 1 <= args.shutdown_grace <= 600:
+        raise CliError(f"--shutdown-grace {args.shutdown_grace:g} is out of range; use 1..600 seconds")
     tc = time_control_from_args(args)
     return asyncio.run(
-        _serve(args.host, args.port, args.db, tc, ladder_config(args), data_dir=args.data_dir, grace=args.grace)
+        _serve(
+            args.host, args.port, args.db, tc, ladder_config(args), data_dir=args.data_dir, grace=args.shutdown_grace
+        )
     )
 
 
