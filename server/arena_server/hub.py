@@ -345,11 +345,16 @@ class Hub:
 
         Every seat is told the match was aborted with ``reason`` before this
         returns. A match still not done after ``grace`` is cancelled and
-        recorded as aborted directly.
+        recorded as aborted directly. Then, for what is left of ``grace``, it
+        waits for the remote bots that were playing to close their streams:
+        a bot busy thinking reads its MatchEnded only when it is done, and
+        the stream must still be open then (closing it from the server drops
+        what the bot has not read yet).
         """
         self.stopping = True
         self.stop_reason = reason
         deadline = time.monotonic() + grace
+        playing = [s for s in self.sessions.values() if s.busy.locked() or s.seat is not None]
         while self.running and time.monotonic() < deadline - 1.0:
             # Matches being stored when the shutdown began join self.running (already aborted) meanwhile.
             for running in list(self.running.values()):
@@ -368,6 +373,11 @@ class Hub:
         for waiter in [w for waiters in self._next_match.values() for w in waiters]:
             waiter.cancel()
         self._next_match.clear()
+        still_open = [asyncio.ensure_future(s.closed.wait()) for s in playing if not s.closed.is_set()]
+        if still_open:
+            await asyncio.wait(still_open, timeout=max(deadline - time.monotonic(), 0.0))
+            for waiter_task in still_open:
+                waiter_task.cancel()
 
     # -- spectators ---------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from arena.v1 import bot_session_pb2 as bs
+from arena.v1 import common_pb2 as common
 from arena_client import Termination
 from tests.fakes.grpc_bots import RawBot
 
@@ -41,7 +41,9 @@ async def one_bot(address: str, index: int, playing: asyncio.Event, counter: lis
         raw = RawBot(channel)
         welcome = await raw.hello(f"sd-{index}")
         assert welcome.WhichOneof("kind") == "welcome", welcome
-        await raw.challenge("random", rounds=1_000_000)
+        tc = common.TimeControl()
+        tc.per_move.seconds = 10
+        await raw.challenge("random", rounds=1_000_000, time_control=tc)
         turns = 0
         rng = random.Random(index)
         while True:
@@ -56,7 +58,9 @@ async def one_bot(address: str, index: int, playing: asyncio.Event, counter: lis
                     counter[0] += 1
                     if counter[0] == BOTS:
                         playing.set()
-                await asyncio.sleep(rng.uniform(0, 0.02))  # a bot with a clock of its own
+                # A bot with a clock of its own: from its third turn it thinks up to 3 s, so the shutdown
+                # finds most bots busy, not reading their stream.
+                await asyncio.sleep(rng.uniform(0, 0.02) if turns < 3 else rng.uniform(0.5, 3.0))
                 try:
                     await raw.answer(msg.turn, rng.randrange(3))
                 except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
