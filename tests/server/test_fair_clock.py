@@ -1,0 +1,65 @@
+"""Time is the bot's: a busy server never makes a bot lose on time, and a slow bot still does.
+
+A background task stalls this very event loop with ``time.sleep(0.3)`` again and again
+(leaving it 20 ms between stalls) while a real subprocess bot plays with a 0.2 s per-move
+budget, no overage and no grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+from arena_client import Termination, TimeControl
+from arena_games import load_game
+from arena_server.referee import play_match
+from tests.server._stdio_helpers import fake, random_seat, seat_for
+
+TIGHT = TimeControl(timedelta(seconds=0.2), timedelta(0), timedelta(0))
+
+
+@asynccontextmanager
+async def lagged_loop(stall: float = 0.3, gap: float = 0.02) -> AsyncIterator[list[int]]:
+    """Stall the running loop for ``stall`` s every ``gap`` s while the block runs; yields the stall count."""
+    stalls = [0]
+    stop = asyncio.Event()
+
+    async def hog() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(gap)
+            time.sleep(stall)  # the whole server is stuck: no reads, no timers
+            stalls[0] += 1
+
+    task = asyncio.ensure_future(hog())
+    try:
+        yield stalls
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_bot_inside_its_budget_never_loses_on_time_while_the_server_stalls() -> None:
+    seat = seat_for(fake("slow", "0.05"))  # answers every Turn after 50 ms
+    try:
+        async with lagged_loop() as stalls:
+            record = await play_match(load_game("rps", rounds=12), [seat, random_seat()], TIGHT, match_id="lag")
+    finally:
+        await seat.close()
+    assert record.termination == Termination.NORMAL, record.reason
+    charged = [e for p, _, e, _ in record.moves if p == 0]
+    assert stalls[0] >= 5, stalls  # the server really was stalled through the match
+    assert len(charged) == 12 and max(charged) < 0.2, charged
+    print(f"12 turns, {stalls[0]} stalls of 0.3 s; charged per turn: max {max(charged):.3f}s")
+
+
+async def test_a_bot_that_takes_half_a_second_still_times_out_while_the_server_stalls() -> None:
+    seat = seat_for(fake("slow", "0.5"))
+    try:
+        async with lagged_loop():
+            record = await play_match(load_game("rps", rounds=3), [seat, random_seat()], TIGHT, match_id="lag")
+    finally:
+        await seat.close()
+    assert record.termination == Termination.TIMEOUT and record.offender == 0, record.reason
