@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -61,6 +62,7 @@ _GRPC_CODES = {
     "unsupported_game": grpc.StatusCode.INVALID_ARGUMENT,
     "bad_params": grpc.StatusCode.INVALID_ARGUMENT,
     "stopping": grpc.StatusCode.UNAVAILABLE,
+    "store": grpc.StatusCode.UNAVAILABLE,
     "busy": grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
@@ -318,8 +320,13 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 running: RunningMatch = await hub.start_match(
                     game, names, tc, ch.seed or None, rated=rated, on_queued=queued
                 )
-            except HubError as exc:
+            except HubError as exc:  # includes a database that cannot record the match (code "store")
                 await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
+                return
+            except Exception as exc:  # never leave the bot waiting for a match that will not come
+                reason = f"the server could not start the match: {exc!r}"
+                print(f"arena: challenge {challenge_id} from {session.name}: {reason}", file=sys.stderr, flush=True)
+                await status(bs.ChallengeStatus.STATE_REFUSED, reason=reason)
                 return
             await status(bs.ChallengeStatus.STATE_STARTED, match_id=running.record.match_id)
             if running.task is not None:
