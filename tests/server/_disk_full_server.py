@@ -48,7 +48,12 @@ async def play(raw: RawBot, on_start: object = None) -> dict[str, object]:
             await raw.answer(msg.turn, 1)
         elif kind == "match_ended":
             e = msg.match_ended
-            return {"match_id": e.match_id, "termination": int(e.termination), "reason": e.reason, "returns": list(e.returns)}
+            return {
+                "match_id": e.match_id,
+                "termination": int(e.termination),
+                "reason": e.reason,
+                "returns": list(e.returns),
+            }
         elif kind == "challenge_status" and msg.challenge_status.state == bs.ChallengeStatus.STATE_REFUSED:
             return {"refused": msg.challenge_status.reason}
 
@@ -82,7 +87,8 @@ async def main(root: Path) -> dict[str, object]:
     await store.close()
     conn = sqlite3.connect(db)
     try:
-        out["rows"] = conn.execute("SELECT id, status, termination, reason, returns FROM matches ORDER BY id").fetchall()
+        rows = conn.execute("SELECT id, status, termination, reason, returns FROM matches ORDER BY id")
+        out["rows"] = rows.fetchall()
         out["running"] = conn.execute("SELECT COUNT(*) FROM matches WHERE status = 'running'").fetchone()[0]
         out["rated_unfinished"] = conn.execute(
             "SELECT COUNT(*) FROM rated_matches r JOIN matches m ON m.id = r.match_id WHERE m.status != 'finished'"

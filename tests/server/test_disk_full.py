@@ -20,14 +20,14 @@ import pytest
 from arena_client import Termination
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = Path(__file__).with_name("_disk_full_server.py")
+UNSHARE = ["unshare", "--user", "--map-root-user", "--mount"]
 
 
 def namespaces_work(mount_point: Path) -> bool:
     if shutil.which("unshare") is None:
         return False
     probe = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {mount_point}"],
+        [*UNSHARE, "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {mount_point}"],
         capture_output=True,
         timeout=30,
     )
@@ -39,9 +39,9 @@ def test_disk_full_voids_the_match_tells_the_bot_and_the_server_serves_on(tmp_pa
     fs.mkdir()
     if not namespaces_work(fs):
         pytest.skip("this machine does not allow unprivileged user+mount namespaces (unshare)")
-    command = f'mount -t tmpfs -o size=1m tmpfs "{fs}" && exec "{sys.executable}" -m tests.server._disk_full_server "{fs}"'
+    server = f'"{sys.executable}" -m tests.server._disk_full_server "{fs}"'
     done = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", command],
+        [*UNSHARE, "sh", "-c", f'mount -t tmpfs -o size=1m tmpfs "{fs}" && exec {server}'],
         capture_output=True,
         text=True,
         timeout=120,

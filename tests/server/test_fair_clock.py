@@ -8,6 +8,7 @@ budget, no overage and no grace.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from datetime import timedelta
 from arena_client import Termination, TimeControl
 from arena_games import load_game
 from arena_server.referee import play_match
+from tests.conftest import LiveServer
 from tests.server._stdio_helpers import fake, random_seat, seat_for
 
 TIGHT = TimeControl(timedelta(seconds=0.2), timedelta(0), timedelta(0))
@@ -63,3 +65,55 @@ async def test_a_bot_that_takes_half_a_second_still_times_out_while_the_server_s
     finally:
         await seat.close()
     assert record.termination == Termination.TIMEOUT and record.offender == 0, record.reason
+
+
+REMOTE_BOT = """
+import sys, time
+from datetime import timedelta
+from arena_client import Bot, TimeControl, run
+
+class Quick(Bot):
+    games = ("rps",)
+    def act(self, turn):
+        time.sleep(float(sys.argv[2]))
+        return turn.legal_actions[0]
+
+tc = TimeControl(timedelta(seconds=0.2), timedelta(0), timedelta(0))
+[result] = run(Quick(), sys.argv[1], opponent="rock", game="rps", params={"rounds": int(sys.argv[3])},
+               name="quick", reconnect=False, time_control=tc)
+print(result.match_id, result.termination.name, result.reason)
+"""
+
+
+async def remote_match_under_lag(live_server: LiveServer, think: float, rounds: int) -> tuple[str, list[float]]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        REMOTE_BOT,
+        live_server.address,
+        str(think),
+        str(rounds),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with lagged_loop() as stalls:
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    match_id, termination, _ = out.decode().split(" ", 2)
+    record = await live_server.store.get_match(match_id)
+    assert record is not None and stalls[0] >= 3
+    return termination, [e for p, _, e, _ in record.moves if p == 0]
+
+
+async def test_a_remote_bot_inside_its_budget_never_loses_on_time_while_the_server_stalls(
+    live_server: LiveServer,
+) -> None:
+    termination, charged = await remote_match_under_lag(live_server, 0.05, 8)
+    assert termination == "NORMAL" and len(charged) == 8 and max(charged) < 0.2, charged
+
+
+async def test_a_remote_bot_that_takes_half_a_second_still_times_out_while_the_server_stalls(
+    live_server: LiveServer,
+) -> None:
+    termination, _ = await remote_match_under_lag(live_server, 0.5, 3)
+    assert termination == "TIMEOUT"
