@@ -52,6 +52,9 @@ from arena_server.seats import InProcessSeat
 from arena_server.store import Store, StoreError
 from arena_server.subprocess_seat import SubprocessSeat
 
+SHUTDOWN_LINGER = 0.5
+"""Seconds the streams of bots that were playing stay open after their last notice, at shutdown."""
+
 
 class HubError(Exception):
     """A request the hub refuses; the message says what was wrong and what to do.
@@ -346,10 +349,10 @@ class Hub:
         Every seat is told the match was aborted with ``reason`` before this
         returns. A match still not done after ``grace`` is cancelled and
         recorded as aborted directly. Then, for what is left of ``grace``, it
-        waits for the remote bots that were playing to close their streams:
-        a bot busy thinking reads its MatchEnded only when it is done, and
-        the stream must still be open then (closing it from the server drops
-        what the bot has not read yet).
+        waits for the remote bots that were thinking about a Turn to send
+        their (now late) answer or hang up: such a bot reads its MatchEnded
+        only when it is done, and the stream must still be open then
+        (closing it from the server drops what the bot has not read yet).
         """
         self.stopping = True
         self.stop_reason = reason
@@ -373,11 +376,13 @@ class Hub:
         for waiter in [w for waiters in self._next_match.values() for w in waiters]:
             waiter.cancel()
         self._next_match.clear()
-        still_open = [asyncio.ensure_future(s.closed.wait()) for s in playing if not s.closed.is_set()]
-        if still_open:
-            await asyncio.wait(still_open, timeout=max(deadline - time.monotonic(), 0.0))
-            for waiter_task in still_open:
+        thinking = [asyncio.ensure_future(s.settled.wait()) for s in playing if not s.settled.is_set()]
+        if thinking:
+            await asyncio.wait(thinking, timeout=max(deadline - time.monotonic(), 0.0))
+            for waiter_task in thinking:
                 waiter_task.cancel()
+        if playing:  # a moment to read what is already on the way, before the streams close
+            await asyncio.sleep(min(SHUTDOWN_LINGER, max(deadline - time.monotonic(), 0.0)))
 
     # -- spectators ---------------------------------------------------------------------------------
 

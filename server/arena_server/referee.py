@@ -252,10 +252,8 @@ class LoopLag:
             self._handle = self.loop.call_later(self.PERIOD, self._tick)
 
     def release(self) -> None:
+        """Stop watching; the monitor itself stops at its next tick when nobody watches."""
         self.users = max(self.users - 1, 0)
-        if not self.users and self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
 
     def _tick(self) -> None:
         now = time.perf_counter()

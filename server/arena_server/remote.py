@@ -61,6 +61,11 @@ class RemoteSession:
         self.queued = 0
         """Matches waiting for this session to be free."""
         self.seat: RemoteSeat | None = None
+        self.owed_turn = 0
+        """The turn the bot is thinking about (0: none); cleared by its Action for it, even a late one."""
+        self.settled = asyncio.Event()
+        """Set while the bot owes no answer: a shutdown waits for it, so the bot is reading when the stream ends."""
+        self.settled.set()
         self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
         self._flushing = False
         self._idle = asyncio.Event()
@@ -111,6 +116,7 @@ class RemoteSession:
         )
 
     def mark_closed(self, reason: str) -> None:
+        self.settled.set()
         if not self.closed.is_set():
             self.close_reason = reason
             self.closed.set()
@@ -121,6 +127,9 @@ class RemoteSession:
 
     def on_action(self, action: bs.Action) -> None:
         """Route an Action to the seated match (or complain)."""
+        if action.turn_id == self.owed_turn:
+            self.owed_turn = 0
+            self.settled.set()
         seat = self.seat
         if seat is None:
             self.send_nowait(
@@ -192,6 +201,8 @@ class RemoteSeat(Seat):
             # Shielded: an abort (e.g. the server shutting down) must not cut a stream write in half, or the
             # MatchEnded that follows would be lost.
             await asyncio.shield(self.session.send(msg))
+            self.session.owed_turn = turn.turn_id
+            self.session.settled.clear()
             # The bot's clock starts when the Turn is written, and counts only while the loop is responsive.
             self._started = time.perf_counter()
             timer = lag.deadline(timeout, lambda: self._expire(future, turn.turn_id, timeout))
