@@ -52,6 +52,9 @@ from arena_server.seats import InProcessSeat
 from arena_server.store import Store, StoreError
 from arena_server.subprocess_seat import SubprocessSeat
 
+STORE_FAULT_PAUSE = 0.5
+"""Seconds a start that the database refused waits before it is refused (retries must not spin)."""
+
 SHUTDOWN_LINGER = 0.5
 """Seconds the streams of bots that were playing stay open after their last notice, at shutdown."""
 
@@ -106,6 +109,10 @@ class Hub:
         self.sessions: dict[str, RemoteSession] = {}
         self.running: dict[str, RunningMatch] = {}
         self.stopping = False
+        self._unsettled: list[MatchRecord] = []
+        """Voided matches the database refused to mark aborted; retried after its next successful write."""
+        self.store_fault: str | None = None
+        """What the database said when it last refused to start a match (None once it works again)."""
         self.stop_reason = "the server is shutting down"
         self._local_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -221,9 +228,18 @@ class Hub:
                 try:
                     await self.store.start_match(record)
                 except (sqlite3.Error, StoreError) as exc:
-                    message = f"the server could not record a new match: {store_problem(exc)}; try again later"
-                    log(f"arena: {message} ({' vs '.join(bot_names)}, {game.name})")
+                    problem = store_problem(exc)
+                    message = f"the server could not record a new match: {problem}; try again later"
+                    if problem != self.store_fault:  # one line per fault, not one per attempt
+                        log(f"arena: {message} ({' vs '.join(bot_names)}, {game.name})")
+                        self.store_fault = problem
+                    await asyncio.sleep(STORE_FAULT_PAUSE)  # no busy loop of retries (the ladder) while it lasts
                     raise HubError("store", message) from None
+                if self.store_fault is not None:
+                    log(f"arena: the database records matches again (the fault was: {self.store_fault})")
+                    self.store_fault = None
+                if self._unsettled:
+                    await self._store_unsettled()
             else:
                 record.match_id = f"local-{next(self._local_ids)}"
         except BaseException:
@@ -337,11 +353,26 @@ class Hub:
             await asyncio.shield(store.finish_match(record))
             after = "it is stored as aborted"
         except Exception as exc:
-            after = f"it stays 'running' until the next start marks it aborted ({store_problem(exc)})"
+            self._unsettled.append(record)
+            after = (
+                f"it stays 'running' until the database accepts writes again, or the next start marks it "
+                f"aborted ({store_problem(exc)})"
+            )
         log(
             f"arena: could not record the end of match {record.match_id} ({problem}); "
             f"{'its bots were told it was aborted' if told else 'it is void'}; {after}"
         )
+
+    async def _store_unsettled(self) -> None:
+        """Store the matches voided while the database refused writes, now that it accepts them."""
+        assert self.store is not None
+        pending, self._unsettled = self._unsettled, []  # taken at once: concurrent callers never share one
+        for index, record in enumerate(pending):
+            try:
+                await asyncio.shield(self.store.finish_match(record))
+            except Exception:
+                self._unsettled.extend(pending[index:])  # still refused: again after the next successful write
+                return
 
     async def shutdown(self, reason: str = "the server is shutting down", grace: float = 10.0) -> None:
         """Stop accepting matches, abort the running ones and wait (up to ``grace`` s) until they are recorded.
@@ -383,6 +414,9 @@ class Hub:
                 waiter_task.cancel()
         if playing:  # a moment to read what is already on the way, before the streams close
             await asyncio.sleep(min(SHUTDOWN_LINGER, max(deadline - time.monotonic(), 0.0)))
+        if self._unsettled and self.store is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._store_unsettled(), max(deadline - time.monotonic(), 0.1))
 
     # -- spectators ---------------------------------------------------------------------------------
 
