@@ -11,6 +11,12 @@ and tells the other seats what became public. Its promises:
   the end; chance outcomes come from an RNG keyed by the seed alone.
 * Every ending is a :class:`Termination` value with the offending seat and a
   readable reason; nothing a bot does raises out of :func:`play_match`.
+* Commit before notify: the ``on_end`` hook (the server's store) gets the
+  finished record before any seat or spectator hears the end; if it fails, the
+  match is voided and the seats are told that abort, with the reason.
+* A seat is charged only its own time: :class:`LoopLag` tells seats when the
+  server's event loop stalled, so a reply that waited for a busy server is
+  dated back, and a deadline that fell in a stall lets the reply be read first.
 """
 
 from __future__ import annotations

@@ -13,6 +13,12 @@ Message handling rules (the bot is told each time with an ``Error``):
 * an ``Action`` for a turn that already expired is dropped (``STALE_TURN``);
 * an ``Action`` for a turn the seat was never given ends the match with
   ``PROTOCOL_ERROR``.
+
+A Turn write is never cut in half by an abort (the server shutting down), and
+MatchEnded is written before the seat lets go (bounded by
+:data:`END_NOTICE_TIMEOUT`), so every bot hears how its match ended. A bot's
+clock runs from the completed Turn write to the moment its Action was read,
+minus a stall of the server's loop just before that read (:class:`LoopLag`).
 """
 
 from __future__ import annotations
