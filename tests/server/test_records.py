@@ -199,3 +199,37 @@ async def test_locked_database_voids_the_match_and_the_server_keeps_serving(
     assert_agrees(normal, await stored_record(live_server, after.match_id))
     lines = [line for line in capsys.readouterr().err.splitlines() if f"match {started.match_id} " in line]
     assert len(lines) == 1 and "database is locked" in lines[0] and "stored as aborted" in lines[0], lines
+
+
+async def test_spectators_see_the_committed_ending_too(live_server: LiveServer) -> None:
+    """A spectator's "ended" event comes after the commit, and says what the bot heard (also when voided)."""
+    store = live_server.store
+    stub = mp_grpc.MatchServiceStub(live_server.channel())
+    raw = RawBot(live_server.channel())
+    await raw.hello("watched")
+    for fault in (False, True):
+        await raw.challenge("rock", rounds=3)
+        started = (await raw.recv_kind("match_started")).match_started
+        events = stub.WatchMatch(mp.WatchMatchRequest(match_id=started.match_id))
+        first = await events.read()
+        assert first.WhichOneof("kind") == "started"
+        if fault:
+            await store.conn.execute("PRAGMA query_only = ON")
+        while True:
+            msg = await raw.recv()
+            if msg.WhichOneof("kind") == "turn":
+                await raw.answer(msg.turn, 1)
+            elif msg.WhichOneof("kind") == "match_ended":
+                break
+        ended = msg.match_ended
+        event = await events.read()
+        while event.WhichOneof("kind") != "ended":
+            event = await events.read()
+        if not fault:
+            assert row(live_server.db_path, started.match_id)[0] == "finished"
+        else:
+            await store.conn.execute("PRAGMA query_only = OFF")
+        assert int(event.ended.termination) == int(ended.termination)
+        assert event.ended.reason == ended.reason and list(event.ended.returns) == list(ended.returns)
+        assert (int(ended.termination) == int(Termination.ABORTED)) == fault, ended.reason
+    await raw.call.done_writing()
