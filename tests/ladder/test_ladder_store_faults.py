@@ -11,10 +11,10 @@ import asyncio
 
 import pytest
 
+import arena_server.store.ratings as ls
 from arena_games import load_game
-from arena_server import ladder_store as ls
-from arena_server.ladder import Ladder, LadderConfig
-from arena_server.referee import COMMIT_FAILED
+from arena_server.ladder.scheduler import Ladder, LadderConfig
+from arena_server.referee.loop import COMMIT_FAILED
 from tests.conftest import LiveServer
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import arena_bots
 from arena.v1 import bot_session_pb2 as bs
-from arena_server.hub import Hub
-from arena_server.service import running_server
-from arena_server.store import Store
+from arena_server.api.server import running_server
+from arena_server.matches.hub import Hub
+from arena_server.store.database import Store
 from tests.fakes.grpc_bots import RawBot
 
 

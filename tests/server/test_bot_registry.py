@@ -28,9 +28,9 @@ from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import Termination
-from arena_server.failures import match_log
-from arena_server.sandbox import Limits
-from arena_server.uploads import MAX_UPLOAD_BYTES, UploadError, unpack_upload
+from arena_server.bots.failures import match_log
+from arena_server.bots.uploads import MAX_UPLOAD_BYTES, UploadError, unpack_upload
+from arena_server.seats.sandbox import Limits
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 

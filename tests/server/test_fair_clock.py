@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from arena_client import Termination, TimeControl
 from arena_games import load_game
-from arena_server.referee import play_match
+from arena_server.referee.loop import play_match
 from tests.conftest import LiveServer
 from tests.server._stdio_helpers import fake, random_seat, seat_for
 

@@ -18,7 +18,7 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import Termination
 from arena_client.convert import observation_from_proto
-from arena_server.store import hash_token
+from arena_server.store.database import hash_token
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
@@ -121,7 +121,10 @@ def test_play_without_server_is_one_clear_line() -> None:
         stdin=subprocess.DEVNULL,
     )
     assert out.returncode == 2
-    assert out.stderr.strip() == "arena: no Arena server answers at 127.0.0.1:9; start one with `arena serve`"
+    assert out.stderr.strip() == (
+        "arena: cannot reach 127.0.0.1:9 (connection refused); is an Arena server running there? "
+        "Start one with `arena serve`"
+    )
 
 
 async def test_play_unknown_bot_and_bad_params(live_server: LiveServer) -> None:

@@ -16,7 +16,7 @@ from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import Termination
-from arena_server.store import Store
+from arena_server.store.database import Store
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
@@ -125,8 +125,8 @@ async def test_failed_commit_is_stored_as_the_abort_the_bot_heard(tmp_path: obje
     from pathlib import Path
 
     import arena_bots
-    from arena_server.hub import Hub
-    from arena_server.service import running_server
+    from arena_server.api.server import running_server
+    from arena_server.matches.hub import Hub
 
     db = Path(str(tmp_path)) / "arena.db"
     store = await Store.open(db)

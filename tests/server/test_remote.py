@@ -26,9 +26,9 @@ from arena_client import Bot, Termination, TimeControl, Turn
 from arena_client.convert import time_control_to_proto
 from arena_client.remote import ArenaError, Client
 from arena_games import load_game
-from arena_server.hub import Hub
-from arena_server.service import running_server
-from arena_server.store import Store
+from arena_server.api.server import running_server
+from arena_server.matches.hub import Hub
+from arena_server.store.database import Store
 from tests.conftest import LiveServer, in_thread
 from tests.fakes.grpc_bots import RawBot
 
@@ -392,7 +392,7 @@ def test_crash_recovery_marks_running_matches_aborted(tmp_path: Path) -> None:
         from datetime import UTC, datetime
 
         from arena_client import SeatInfo
-        from arena_server.referee import MatchRecord, new_seed, seed_hash
+        from arena_server.referee.loop import MatchRecord, new_seed, seed_hash
 
         store = await Store.open(db)
         seed = new_seed()

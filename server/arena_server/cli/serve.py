@@ -1,0 +1,126 @@
+"""``arena serve``: run the gRPC server with hosted bots and the SQLite store.
+
+Shutdown (SIGTERM or SIGINT/Ctrl-C): stop taking matches, abort every running
+match (each remote bot gets MatchEnded ``aborted`` with the reason, and each
+match is stored as aborted), stop the ladder, close the streams, close the
+database, exit 0; all within ``--shutdown-grace`` seconds. A second signal exits at
+once (status 130); the unfinished matches are then marked aborted at the next
+start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+
+from arena_bots import hosted_bots
+from arena_server.api.server import build_server
+from arena_server.bots.registry import prepare_registry
+from arena_server.cli import CliError
+from arena_server.cli.common import add_time_control_arguments, open_database, time_control_from_args
+from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
+from arena_server.cli.ladder import ladder_config, start_ladder
+from arena_server.ladder.scheduler import LadderConfig
+from arena_server.matches.hub import Hub
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "serve",
+        help="run the server",
+        description="Run the Arena gRPC server: hosted reference bots, remote bots, every match stored in SQLite.",
+    )
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=50051, help="port to listen on (default 50051; 0 picks a free one)")
+    p.add_argument("--db", default="arena.db", help="SQLite database file (default arena.db)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="where submitted bots are stored (default: arena-data/ next to the database)",
+    )  # issue 4
+    p.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=10.0,
+        help="seconds a shutdown (SIGTERM, Ctrl-C) may take to tell every bot and record every match (default 10)",
+    )
+    add_time_control_arguments(p)
+    add_ladder_arguments(p)  # issue 5
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port {args.port} is out of range; use 0..65535")
+    if not 1 <= args.shutdown_grace <= 600:
+        raise CliError(f"--shutdown-grace {args.shutdown_grace:g} is out of range; use 1..600 seconds")
+    tc = time_control_from_args(args)
+    return asyncio.run(
+        _serve(
+            args.host, args.port, args.db, tc, ladder_config(args), data_dir=args.data_dir, grace=args.shutdown_grace
+        )
+    )
+
+
+async def _serve(
+    host: str,
+    port: int,
+    db: str,
+    tc: object,
+    ladder_cfg: LadderConfig | None = None,
+    data_dir: str | None = None,
+    grace: float = 10.0,
+) -> int:
+    store = await open_database(db)
+    hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
+    if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
+        await prepare_registry(hub.registry, data_dir)
+    try:
+        server, bound = await build_server(hub, host, port)
+    except OSError as exc:
+        await store.close()
+        raise CliError(f"{exc}; is another server running? pick another --port") from None
+    await server.start()
+    if store.recovered_aborted:
+        print(
+            f"arena: marked {store.recovered_aborted} unfinished match(es) from the last run as aborted",
+            flush=True,
+        )
+    bots = ", ".join(sorted(hub.hosted))
+    print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
+    print("arena: press Ctrl-C to stop", flush=True)
+    ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signame: str) -> None:
+        if stop.is_set():  # a second signal: leave now; the next start marks unfinished matches aborted
+            print(f"arena: {signame} again; exiting at once", file=sys.stderr, flush=True)
+            os._exit(130)
+        print(
+            f"arena: {signame}: shutting down within {grace:g}s; aborting {len(hub.running)} running match(es)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    await stop.wait()
+    deadline = time.monotonic() + grace
+    if ladder is not None:
+        ladder.halt()
+    # Most of the grace goes to the matches: every bot is told, every match recorded as aborted.
+    await hub.shutdown("the server is shutting down", grace=max(grace - 2.0, 1.0))
+    if ladder is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ladder.stop(), max(deadline - time.monotonic() - 1.0, 0.1))
+    await server.stop(grace=min(1.0, max(deadline - time.monotonic() - 0.5, 0.0)))
+    await store.close()
+    print("arena: stopped", file=sys.stderr, flush=True)
+    return 0

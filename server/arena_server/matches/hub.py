@@ -1,0 +1,506 @@
+"""The hub: seats bots, runs matches, stores them, and feeds spectators.
+
+Everything that starts a match goes through :meth:`Hub.start_match`: the gRPC
+``MatchService.CreateMatch``, a remote bot's ``Challenge``, and the CLI. The
+hub resolves bot names to seats (a fresh in-process bot for hosted names, the
+open session for connected remote bots), writes the match to the store when
+it starts and when it ends, and aborts every running match on shutdown.
+
+Commit before notify: the referee hands the finished record to the hub, which
+commits it (with its rating change and the offender's failure report) before
+any seat or spectator hears the result. If that commit fails (disk full, a
+read-only or locked database), the match is voided and the bots are told it
+was aborted, with the reason; the hub then marks it aborted in the store (or
+the next start does). A store error when a match should start is a
+:class:`HubError` with code ``store``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import secrets
+import sqlite3
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from arena_bots import HostedBot
+from arena_client import PublicMove, SeatInfo, TimeControl
+from arena_games import CHANCE, Game, GameError, State, load_game
+from arena_server.bots.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
+from arena_server.bots.registry import BotRegistry, default_data_dir
+from arena_server.referee.loop import (
+    COMMIT_FAILED,
+    MatchControl,
+    MatchRecord,
+    Seat,
+    bot_seed,
+    new_seed,
+    play_match,
+    seed_hash,
+    void_record,
+)
+from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.remote import RemoteSession
+from arena_server.seats.subprocess_seat import SubprocessSeat
+from arena_server.store.database import Store, StoreError
+from arena_server.store.ratings import rating_change
+
+STORE_FAULT_PAUSE = 0.5
+"""Seconds a start that the database refused waits before it is refused (retries must not spin)."""
+
+SHUTDOWN_LINGER = 0.5
+"""Seconds the streams of bots that were playing stay open after their last notice, at shutdown."""
+
+
+class HubError(Exception):
+    """A request the hub refuses; the message says what was wrong and what to do.
+
+    Attributes:
+        code: A short category: ``unknown_bot``, ``unsupported_game``,
+            ``bad_params``, ``busy``, ``stopping`` or ``store`` (the database
+            refused to record the match; the server keeps running).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class RunningMatch:
+    """A match in progress and the people watching it (their queues, told when it closes)."""
+
+    record: MatchRecord
+    control: MatchControl
+    task: asyncio.Task[MatchRecord] | None = None
+    watchers: list[asyncio.Queue[tuple[str, Any]]] = field(default_factory=list)
+    committed: bool = False
+    """True once the end of the match is in the store."""
+    commit: asyncio.Future[None] | None = None
+    """The store write of the end of the match, once started (it is never cancelled)."""
+    commit_snapshot: MatchRecord | None = None
+    """The ending being committed (a copy: the live record may still change if the commit fails)."""
+
+
+class Hub:
+    """The server's match machinery (transport-independent)."""
+
+    def __init__(
+        self,
+        store: Store | None,
+        hosted: dict[str, HostedBot],
+        default_time_control: TimeControl | None = None,
+        registry: BotRegistry | None = None,
+    ) -> None:
+        self.store = store
+        self.hosted = hosted
+        # Issue 4: registered subprocess bots (a registry next to the database unless one is given).
+        if registry is None and store is not None and store.path != ":memory:":
+            registry = BotRegistry(store, default_data_dir(store.path), reserved=hosted.__contains__)
+        self.registry = registry
+        self.default_time_control = default_time_control or TimeControl()
+        self.sessions: dict[str, RemoteSession] = {}
+        self.running: dict[str, RunningMatch] = {}
+        self.stopping = False
+        self._unsettled: list[MatchRecord] = []
+        """Voided matches the database refused to mark aborted; retried after its next successful write."""
+        self.store_fault: str | None = None
+        """What the database said when it last refused to start a match (None once it works again)."""
+        self.stop_reason = "the server is shutting down"
+        self._local_ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._next_match: dict[str, list[asyncio.Future[str]]] = {}
+
+    # -- names --------------------------------------------------------------------------------------
+
+    def bot_names(self) -> list[str]:
+        programs = self.registry.programs if self.registry is not None else {}
+        return sorted(set(self.hosted) | set(self.sessions) | set(programs))
+
+    def games_of(self, name: str) -> tuple[str, ...] | None:
+        """The games a bot plays (empty: any), or None if no such bot is available."""
+        if name in self.hosted:
+            return self.hosted[name].games
+        if name in self.sessions:
+            return self.sessions[name].games
+        if self.registry is not None and name in self.registry.programs:
+            return self.registry.programs[name].games
+        return None
+
+    def new_guest_name(self) -> str:
+        while True:
+            name = f"guest-{secrets.token_hex(3)}"
+            if name not in self.sessions and name not in self.hosted:
+                return name
+
+    # -- matches ------------------------------------------------------------------------------------
+
+    def resolve_game(self, game_name: str, params: dict[str, Any]) -> Game:
+        try:
+            return load_game(game_name, **params)
+        except GameError as exc:
+            code = "unsupported_game" if "unknown game" in str(exc) else "bad_params"
+            raise HubError(code, str(exc)) from None
+
+    def check_bots(self, game: Game, bot_names: Sequence[str]) -> None:
+        if len(bot_names) != game.num_players:
+            raise HubError("bad_params", f"{game.name} needs {game.num_players} bots, got {len(bot_names)}")
+        for name in bot_names:
+            games = self.games_of(name)
+            if games is None:
+                available = ", ".join(self.bot_names()) or "none"
+                raise HubError("unknown_bot", f"no bot named {name!r} is hosted or connected; available: {available}")
+            if games and game.name not in games:
+                raise HubError(
+                    "unsupported_game", f"bot {name!r} does not play {game.name}; it plays {', '.join(games)}"
+                )
+
+    async def start_match(
+        self,
+        game: Game,
+        bot_names: Sequence[str],
+        time_control: TimeControl | None = None,
+        seed: str | None = None,
+        rated: bool = False,
+        on_queued: Callable[[str, int], Awaitable[None]] | None = None,
+    ) -> RunningMatch:
+        """Seat the named bots and start the match in the background.
+
+        Remote bots play one match at a time: this waits until each is free,
+        calling ``on_queued(bot_name, position)`` first when it has to wait.
+
+        Raises:
+            HubError: unknown bot, a bot that does not play the game, wrong
+                number of bots, or the server is stopping.
+        """
+        if self.stopping:
+            raise HubError("stopping", "the server is shutting down; try again when it is back")
+        if self.registry is not None and any(self.games_of(n) is None for n in bot_names):
+            await self.registry.refresh()  # a bot added by `arena bot add` while the server runs
+        self.check_bots(game, bot_names)
+        seed = seed or new_seed()
+        tc = time_control or self.default_time_control
+        locked: list[RemoteSession] = []
+        seats: list[Seat] = []
+        try:
+            for index, name in enumerate(bot_names):
+                if name in self.hosted:
+                    bot = self.hosted[name].factory(bot_seed(seed, index))
+                    seats.append(InProcessSeat(bot, SeatInfo(index, name, 1, "hosted")))
+                elif name not in self.sessions and self.registry is not None:
+                    seats.append(self.registry.seat(name, index))  # a live session under the name wins
+                else:
+                    session = self.sessions[name]
+                    if session in locked:
+                        raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
+                    if session.busy.locked():
+                        session.queued += 1
+                        try:
+                            if on_queued is not None:
+                                await on_queued(name, session.queued)
+                            await session.busy.acquire()
+                        finally:
+                            session.queued -= 1
+                    else:
+                        await session.busy.acquire()
+                    locked.append(session)
+                    seats.append(TurnRecordingRemoteSeat(session, SeatInfo(index, name, 1, "remote")))
+            if self.stopping:
+                raise HubError("stopping", "the server is shutting down; try again when it is back")
+            record = MatchRecord(
+                match_id="",
+                game=game,
+                seats=tuple(s.info for s in seats),
+                time_control=tc,
+                seed=seed,
+                seed_sha256=seed_hash(seed),
+                started_at=datetime.now(UTC),
+                rated=rated,
+            )
+            if self.store is not None:
+                try:
+                    await self.store.start_match(record)
+                except (sqlite3.Error, StoreError) as exc:
+                    problem = store_problem(exc)
+                    message = f"the server could not record a new match: {problem}; try again later"
+                    if problem != self.store_fault:  # one line per fault, not one per attempt
+                        log(f"arena: {message} ({' vs '.join(bot_names)}, {game.name})")
+                        self.store_fault = problem
+                    await asyncio.sleep(STORE_FAULT_PAUSE)  # no busy loop of retries (the ladder) while it lasts
+                    raise HubError("store", message) from None
+                if self.store_fault is not None:
+                    log(f"arena: the database records matches again (the fault was: {self.store_fault})")
+                    self.store_fault = None
+                if self._unsettled:
+                    await self._store_unsettled()
+            else:
+                record.match_id = f"local-{next(self._local_ids)}"
+        except BaseException:
+            for session in locked:
+                session.busy.release()
+            for seat in seats:
+                if isinstance(seat, SubprocessSeat):
+                    await seat.close()
+            raise
+        running = RunningMatch(record, MatchControl())
+        if self.stopping:  # the shutdown began while the match was being stored: it ends at once
+            running.control.abort(self.stop_reason)
+        self.running[record.match_id] = running
+        running.task = asyncio.ensure_future(self._run(running, seats, locked))
+        for waiter in self._next_match.pop(game.name, []):
+            if not waiter.done():
+                waiter.set_result(record.match_id)
+        return running
+
+    async def next_match(self, game: str) -> str:
+        """Wait for the next match of ``game`` to start; return its id."""
+        waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._next_match.setdefault(game, []).append(waiter)
+        return await waiter
+
+    async def _run(self, running: RunningMatch, seats: list[Seat], locked: list[RemoteSession]) -> MatchRecord:
+        record = running.record
+        commit_error = ""
+
+        async def commit(finished: MatchRecord) -> None:
+            """Store the end of the match and its rating change, before anyone is told (the referee's on_end)."""
+            nonlocal commit_error
+            if self.store is None:
+                return
+            # Ladder (issue 5): a rated match and its rating change commit together, with the offender's
+            # failure report; the stderr logs follow after the seats stopped (see below).
+            # A snapshot: the write may wait for the store's lock, and must store what the bots will hear.
+            snapshot = dataclasses.replace(finished)
+            hook = chain_hooks(rating_change(snapshot), seat_outcomes(snapshot, seats, logs=False))
+            store = self.store
+
+            async def write() -> None:
+                await store.finish_match(snapshot, hook)
+                running.committed = True  # set even if whoever awaits this was cancelled meanwhile
+
+            running.commit_snapshot = snapshot
+            running.commit = asyncio.ensure_future(write())
+            try:
+                await asyncio.shield(running.commit)
+            except (sqlite3.Error, StoreError, OSError) as exc:
+                commit_error = store_problem(exc)
+                raise StoreError(commit_error) from None
+
+        try:
+            await asyncio.sleep(0)  # let spectators already waiting for this match subscribe first
+            # The referee fills in this very record and commits it through ``commit`` before any seat hears
+            # the end; a failed commit voids the match, and that is what the seats are told.
+            await play_match(
+                record.game,
+                seats,
+                record.time_control,
+                record.seed,
+                record.match_id,
+                running.control,
+                (),
+                record.rated,
+                record=record,
+                on_end=commit,
+            )
+        except BaseException as exc:
+            commit_error = commit_error or f"the server failed while running the match: {exc!r}"
+        finally:
+            for session in locked:
+                if session.busy.locked():
+                    session.busy.release()
+            await self._settle(running, seats, commit_error)
+            for seat in seats:
+                if isinstance(seat, SubprocessSeat):
+                    with contextlib.suppress(Exception):
+                        await seat.close()
+            self.running.pop(record.match_id, None)
+            for queue in running.watchers:
+                queue.put_nowait(("closed", None))
+        return record
+
+    async def _settle(self, running: RunningMatch, seats: list[Seat], commit_error: str) -> None:
+        """After the seats were told: store the stderr logs, or mark an uncommitted match aborted (one log line)."""
+        record = running.record
+        store = self.store
+        if store is None or not record.match_id.isdigit():
+            return
+        if running.commit is not None and not running.commit.done():
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(running.commit)  # cancelled while committing: let the commit decide
+        if running.committed:
+            if running.commit_snapshot is not None and running.commit_snapshot is not record:
+                # Cancelled after the commit went through: the stored ending is the true one.
+                _copy_ending(running.commit_snapshot, record)
+            logs = seat_outcomes(record, seats, failure=False)
+            if logs is not None:
+                try:
+                    await asyncio.shield(store.run_in_transaction(logs))
+                except Exception as exc:  # the match itself is recorded; only its logs are missing
+                    log(f"arena: match {record.match_id} is recorded, but its bots' logs are not: {store_problem(exc)}")
+            return
+        problem = commit_error or "the match could not be completed"
+        told = record.termination is not None and record.reason.startswith(COMMIT_FAILED)
+        if not told:
+            void_record(record, problem)  # never store an ending that was not committed with its rating
+        try:
+            await asyncio.shield(store.finish_match(record))
+            after = "it is stored as aborted"
+        except Exception as exc:
+            self._unsettled.append(record)
+            after = (
+                f"it stays 'running' until the database accepts writes again, or the next start marks it "
+                f"aborted ({store_problem(exc)})"
+            )
+        log(
+            f"arena: could not record the end of match {record.match_id} ({problem}); "
+            f"{'its bots were told it was aborted' if told else 'it is void'}; {after}"
+        )
+
+    async def _store_unsettled(self) -> None:
+        """Store the matches voided while the database refused writes, now that it accepts them."""
+        assert self.store is not None
+        pending, self._unsettled = self._unsettled, []  # taken at once: concurrent callers never share one
+        for index, record in enumerate(pending):
+            try:
+                await asyncio.shield(self.store.finish_match(record))
+            except Exception:
+                self._unsettled.extend(pending[index:])  # still refused: again after the next successful write
+                return
+
+    async def shutdown(self, reason: str = "the server is shutting down", grace: float = 10.0) -> None:
+        """Stop accepting matches, abort the running ones and wait (up to ``grace`` s) until they are recorded.
+
+        Every seat is told the match was aborted with ``reason`` before this
+        returns. A match still not done after ``grace`` is cancelled and
+        recorded as aborted directly. Then, for what is left of ``grace``, it
+        waits for the remote bots that were thinking about a Turn to send
+        their (now late) answer or hang up: such a bot reads its MatchEnded
+        only when it is done, and the stream must still be open then
+        (closing it from the server drops what the bot has not read yet).
+        """
+        self.stopping = True
+        self.stop_reason = reason
+        deadline = time.monotonic() + grace
+        playing = [s for s in self.sessions.values() if s.busy.locked() or s.seat is not None]
+        while self.running and time.monotonic() < deadline - 1.0:
+            # Matches being stored when the shutdown began join self.running (already aborted) meanwhile.
+            for running in list(self.running.values()):
+                running.control.abort(reason)
+            tasks = [r.task for r in self.running.values() if r.task is not None]
+            if not tasks:
+                break
+            await asyncio.wait(tasks, timeout=max(deadline - 1.0 - time.monotonic(), 0.1))
+        stuck = [r for r in self.running.values() if r.task is not None and not r.task.done()]
+        for running in stuck:
+            assert running.task is not None
+            running.task.cancel()
+        if stuck:
+            left = max(deadline - time.monotonic(), 0.1)
+            await asyncio.wait([r.task for r in stuck if r.task is not None], timeout=left)
+        for waiter in [w for waiters in self._next_match.values() for w in waiters]:
+            waiter.cancel()
+        self._next_match.clear()
+        thinking = [asyncio.ensure_future(s.settled.wait()) for s in playing if not s.settled.is_set()]
+        if thinking:
+            await asyncio.wait(thinking, timeout=max(deadline - time.monotonic(), 0.0))
+            for waiter_task in thinking:
+                waiter_task.cancel()
+        if playing:  # a moment to read what is already on the way, before the streams close
+            await asyncio.sleep(min(SHUTDOWN_LINGER, max(deadline - time.monotonic(), 0.0)))
+        if self._unsettled and self.store is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._store_unsettled(), max(deadline - time.monotonic(), 0.1))
+
+    # -- spectators ---------------------------------------------------------------------------------
+
+    async def watch(self, match_id: str) -> AsyncIterator[tuple[str, Any]]:
+        """Yield ("started", record), ("moves", (moves, spectator_observation))..., ("ended", record).
+
+        Live matches stream public information only until the end. A stored
+        match yields its header and its full record at once.
+        """
+        running = self.running.get(match_id)
+        if running is None:
+            stored = await self.store.get_match(match_id) if self.store is not None else None
+            if stored is None:
+                raise HubError("unknown_match", f"no match with id {match_id!r}")
+            yield "started", stored
+            if stored.termination is not None:
+                yield "ended", stored
+            return
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def listen(kind: str, payload: Any) -> None:
+            if kind == "moves":  # the spectator's view at this very moment
+                moves, state = payload
+                payload = (moves, state.observation(None))
+            queue.put_nowait((kind, payload))
+
+        # Subscribe and take the catch-up in one step: later moves arrive through the queue only.
+        control = running.control
+        caught_up, seen = _catch_up(running.record.game, control.state)
+        control.listeners.append(listen)
+        running.watchers.append(queue)
+        try:
+            yield "started", running.record
+            if caught_up and seen is not None:
+                yield "moves", (caught_up, seen)
+            while True:
+                kind, payload = await queue.get()
+                if kind == "closed":
+                    # Joined after the referee's "ended": the record is complete by now.
+                    yield "ended", running.record
+                    return
+                yield kind, payload
+                if kind == "ended":
+                    return
+        finally:
+            if queue in running.watchers:
+                running.watchers.remove(queue)
+            if listen in control.listeners:
+                control.listeners.remove(listen)
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """Run a background task the hub keeps a reference to."""
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:
+    """The public moves so far and the spectator's view now, from the live state's history."""
+    if state is None or not state.history:
+        return [], None
+    moves = [
+        PublicMove(player, action, game.action_to_string(player, action))
+        for player, action in state.history
+        if player != CHANCE or game.chance_is_public
+    ]
+    return moves, state.observation(None)
+
+
+def store_problem(exc: BaseException) -> str:
+    """What the database said, in one short phrase (e.g. "database or disk is full")."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def log(line: str) -> None:
+    """One line on the server's stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _copy_ending(source: MatchRecord, target: MatchRecord) -> None:
+    target.termination = source.termination
+    target.offender = source.offender
+    target.reason = source.reason
+    target.returns = source.returns
+    target.ended_at = source.ended_at

@@ -1,0 +1,291 @@
+"""Remote bots: one :class:`RemoteSession` per ``BotSessionService.Play`` stream.
+
+The session owns the stream. It reads every message the bot sends in one
+reader task and hands actions to the match the bot is seated in; it writes
+in order through a single flusher. A :class:`RemoteSeat` is the session's
+seat in one match; the session plays its matches one after another.
+
+Message handling rules (the bot is told each time with an ``Error``):
+
+* anything before ``Hello`` ends the session (``NO_HELLO``);
+* an undecodable or oversized message ends the session, and the running
+  match ends with ``PROTOCOL_ERROR``;
+* an ``Action`` for a turn that already expired is dropped (``STALE_TURN``);
+* an ``Action`` for a turn the seat was never given ends the match with
+  ``PROTOCOL_ERROR``.
+
+A Turn write is never cut in half by an abort (the server shutting down), and
+MatchEnded is written before the seat lets go (bounded by
+:data:`END_NOTICE_TIMEOUT`), so every bot hears how its match ended. A bot's
+clock runs from the completed Turn write to the moment its Action was read,
+minus a stall of the server's loop just before that read (:class:`LoopLag`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from arena.v1 import bot_session_pb2 as bs
+from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
+from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
+from arena_server.referee.loop import Answer, LoopLag, Seat
+
+MAX_MESSAGE_BYTES = 64 * 1024
+"""Largest bot message the server accepts (a bot never needs more than a few bytes)."""
+
+END_NOTICE_TIMEOUT = 5.0
+"""Seconds the referee waits for a MatchEnded (e.g. the shutdown notice) to be written to the stream."""
+
+
+class SessionClosed(Exception):
+    """The session's stream is gone."""
+
+
+class RemoteSession:
+    """A connected bot: its identity, its stream and the match it is in.
+
+    Args:
+        write: Coroutine writing one ServerMessage to the stream.
+        peer: Description of the remote end, for logs.
+    """
+
+    def __init__(self, write: Callable[[bs.ServerMessage], Awaitable[Any]], peer: str = "") -> None:
+        self._write = write
+        self.peer = peer
+        self.name = ""
+        self.guest = True
+        self.games: tuple[str, ...] = ()
+        self.closed = asyncio.Event()
+        self.close_reason = ""
+        self.busy = asyncio.Lock()
+        """Held while the session is seated in a match (one match at a time)."""
+        self.queued = 0
+        """Matches waiting for this session to be free."""
+        self.seat: RemoteSeat | None = None
+        self.owed_turn = 0
+        """The turn the bot is thinking about (0: none); cleared by its Action for it, even a late one."""
+        self.settled = asyncio.Event()
+        """Set while the bot owes no answer: a shutdown waits for it, so the bot is reading when the stream ends."""
+        self.settled.set()
+        self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
+        self._flushing = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    async def send(self, msg: bs.ServerMessage) -> None:
+        """Queue ``msg`` and write everything queued, in order. Never raises for a dead stream."""
+        self._outbox.append(msg)
+        if self._flushing:
+            return
+        self._flushing = True
+        self._idle.clear()
+        try:
+            while self._outbox:
+                if self.closed.is_set():
+                    self._outbox.clear()
+                    return
+                try:
+                    await self._write(self._outbox.popleft())
+                except Exception as exc:  # the stream is gone: note it, the reader will close us
+                    self.mark_closed(f"writing to the stream failed: {exc!r}")
+                    self._outbox.clear()
+        finally:
+            self._flushing = False
+            self._idle.set()
+
+    async def drained(self) -> None:
+        """Wait until everything queued so far has been written (or dropped because the stream is gone)."""
+        await self._idle.wait()
+
+    def send_nowait(self, msg: bs.ServerMessage) -> None:
+        """Queue ``msg`` for writing without waiting (keeps order with :meth:`send`)."""
+        if self._flushing:
+            self._outbox.append(msg)
+        else:
+            task = asyncio.ensure_future(self.send(msg))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def error(self, code: int, message: str, match_id: str = "", turn_id: int = 0, fatal: bool = False) -> None:
+        await self.send(
+            bs.ServerMessage(
+                error=bs.Error(code=code, message=message, match_id=match_id, turn_id=turn_id, fatal=fatal)  # type: ignore[arg-type]
+            )
+        )
+
+    def mark_closed(self, reason: str) -> None:
+        self.settled.set()
+        if not self.closed.is_set():
+            self.close_reason = reason
+            self.closed.set()
+            if self.seat is not None:
+                self.seat.session_lost(reason)
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def on_action(self, action: bs.Action) -> None:
+        """Route an Action to the seated match (or complain)."""
+        if action.turn_id == self.owed_turn:
+            self.owed_turn = 0
+            self.settled.set()
+        seat = self.seat
+        if seat is None:
+            self.send_nowait(
+                bs.ServerMessage(
+                    error=bs.Error(
+                        code=bs.ERROR_CODE_UNKNOWN_TURN,
+                        message=f"action for match {action.match_id!r} turn {action.turn_id}, "
+                        "but you are not seated in any match; answer only Turn messages",
+                        match_id=action.match_id,
+                        turn_id=action.turn_id,
+                    )
+                )
+            )
+            return
+        seat.on_action(action)
+
+    def on_resign(self, resign: bs.Resign) -> None:
+        if self.seat is not None and self.seat.match_id == resign.match_id:
+            self.seat.on_resign(resign.reason)
+
+    def protocol_violation(self, reason: str) -> None:
+        """A fatal protocol error: the running match ends with PROTOCOL_ERROR."""
+        if self.seat is not None:
+            self.seat.fail(Termination.PROTOCOL_ERROR, reason)
+
+
+class RemoteSeat(Seat):
+    """A remote session's seat in one match."""
+
+    def __init__(self, session: RemoteSession, info: SeatInfo) -> None:
+        super().__init__(info)
+        self.session = session
+        self.match_id = ""
+        self._turn_id = 0
+        self._issued: set[int] = set()
+        self._expected = 0
+        self._future: asyncio.Future[Answer] | None = None
+        self._started = 0.0
+        self._failure: Answer | None = None
+
+    async def start(self, match: MatchInfo) -> Answer | None:
+        self.match_id = match.match_id
+        self.session.seat = self
+        if self.session.closed.is_set():
+            return Answer(
+                None,
+                0.0,
+                Termination.DISCONNECT,
+                f"was disconnected before the match: {self.session.close_reason}",
+            )
+        await self.session.send(bs.ServerMessage(match_started=match_info_to_proto(match)))
+        return None
+
+    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
+        if self._failure is not None:
+            return self._failure
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Answer] = loop.create_future()
+        self._future = future
+        self._expected = turn.turn_id
+        self._issued.add(turn.turn_id)
+        msg = bs.ServerMessage()
+        turn_to_proto(turn, moves, msg.turn)
+        self._started = time.perf_counter()
+        lag = LoopLag.of(loop)
+        lag.acquire()
+        timer = None
+        try:
+            # Shielded: an abort (e.g. the server shutting down) must not cut a stream write in half, or the
+            # MatchEnded that follows would be lost.
+            await asyncio.shield(self.session.send(msg))
+            self.session.owed_turn = turn.turn_id
+            self.session.settled.clear()
+            # The bot's clock starts when the Turn is written, and counts only while the loop is responsive.
+            self._started = time.perf_counter()
+            timer = lag.deadline(timeout, lambda: self._expire(future, turn.turn_id, timeout))
+            return await future
+        finally:
+            if timer is not None:
+                timer.cancel()
+            lag.release()
+            self._future = None
+            self._expected = 0
+
+    def _expire(self, future: asyncio.Future[Answer], turn_id: int, timeout: float) -> None:
+        if not future.done():
+            future.set_result(
+                Answer(
+                    None,
+                    time.perf_counter() - self._started,
+                    Termination.TIMEOUT,
+                    f"did not answer turn {turn_id} within {timeout:.3f}s",
+                )
+            )
+
+    def on_action(self, action: bs.Action) -> None:
+        future = self._future
+        if action.match_id == self.match_id and action.turn_id == self._expected and future and not future.done():
+            # A stall of the server's loop just before this read is not the bot's time.
+            started = self._started
+            arrived = LoopLag.of().arrival(started, time.perf_counter())
+            future.set_result(Answer(action.action, arrived - started))
+            return
+        if action.match_id == self.match_id and action.turn_id in self._issued:
+            self.session.send_nowait(
+                bs.ServerMessage(
+                    error=bs.Error(
+                        code=bs.ERROR_CODE_STALE_TURN,
+                        message=f"turn {action.turn_id} already ended; your action {action.action} was dropped",
+                        match_id=action.match_id,
+                        turn_id=action.turn_id,
+                    )
+                )
+            )
+            return
+        expected = f"turn {self._expected}" if self._expected else "no action (it is not your turn)"
+        self.fail(
+            Termination.PROTOCOL_ERROR,
+            f"sent an action for match {action.match_id!r} turn {action.turn_id}, a turn it was never given "
+            f"(expected {expected} of match {self.match_id!r})",
+        )
+
+    def on_resign(self, reason: str) -> None:
+        self.fail(Termination.RESIGN, "resigned" + (f": {reason}" if reason else ""))
+
+    def session_lost(self, reason: str) -> None:
+        self.fail(Termination.DISCONNECT, f"disconnected ({reason})")
+
+    def fail(self, termination: Termination, reason: str) -> None:
+        """End this seat's participation; the referee sees it at the current or next turn."""
+        if self._failure is None:
+            self._failure = Answer(None, 0.0, termination, reason)
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(Answer(None, time.perf_counter() - self._started, termination, reason))
+
+    def update(self, update: Update) -> None:
+        if self._failure is None:
+            self.session.send_nowait(bs.ServerMessage(update=update_to_proto(update)))
+
+    async def end(self, result: MatchResult) -> None:
+        """Write MatchEnded and wait (at most END_NOTICE_TIMEOUT) until it is on the stream; never cut short."""
+        try:
+            notice = asyncio.ensure_future(self._tell_end(result))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(notice), END_NOTICE_TIMEOUT)
+        finally:
+            if self.session.seat is self:
+                self.session.seat = None
+
+    async def _tell_end(self, result: MatchResult) -> None:
+        await self.session.send(bs.ServerMessage(match_ended=result_to_proto(result)))
+        await self.session.drained()
