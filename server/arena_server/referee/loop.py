@@ -228,8 +228,8 @@ class LoopLag:
 
     PERIOD = 0.005
     """Seconds between ticks."""
-    SLACK = 0.010
-    """Lateness beyond the period that counts as a stall."""
+    SLACK = 0.020
+    """Lateness beyond the period that counts as a stall (shorter hiccups are the bot's, within its grace)."""
 
     _instances: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag]] = weakref.WeakKeyDictionary()
 
