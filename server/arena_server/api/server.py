@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import secrets
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
@@ -89,6 +90,7 @@ _GRPC_CODES = {
     "unsupported_game": grpc.StatusCode.INVALID_ARGUMENT,
     "bad_params": grpc.StatusCode.INVALID_ARGUMENT,
     "stopping": grpc.StatusCode.UNAVAILABLE,
+    "store": grpc.StatusCode.UNAVAILABLE,
     "busy": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "forbidden": grpc.StatusCode.PERMISSION_DENIED,
 }
@@ -459,8 +461,13 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 running: RunningMatch = await hub.start_match(
                     game, names, tc, ch.seed or None, on_queued=queued, seed_chosen=bool(ch.seed)
                 )
-            except HubError as exc:
+            except HubError as exc:  # includes a database that cannot record the match (code "store")
                 await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
+                return
+            except Exception as exc:  # never leave the bot waiting for a match that will not come
+                reason = f"the server could not start the match: {exc!r}"
+                print(f"arena: challenge {challenge_id} from {session.name}: {reason}", file=sys.stderr, flush=True)
+                await status(bs.ChallengeStatus.STATE_REFUSED, reason=reason)
                 return
             await status(bs.ChallengeStatus.STATE_STARTED, match_id=running.record.match_id)
             if running.task is not None:
