@@ -14,7 +14,7 @@ from arena_server.commands.common import add_time_control_arguments, open_databa
 from arena_server.commands.ladder import add_serve_arguments as add_ladder_arguments
 from arena_server.commands.ladder import ladder_config, start_ladder
 from arena_server.hub import Hub
-from arena_server.ladder import LadderConfig
+from arena_server.ladder import LadderConfig, RatingRefitter
 from arena_server.service import build_server
 
 
@@ -66,6 +66,7 @@ async def _serve(
     print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
     print("arena: press Ctrl-C to stop", flush=True)
     ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
+    refitter = RatingRefitter(store).start() if ladder is None else None  # issue 11: --no-ladder still refits
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -77,6 +78,8 @@ async def _serve(
     await hub.shutdown()
     if ladder is not None:
         await ladder.stop()
+    if refitter is not None:
+        await refitter.stop()  # issue 11: the stored ratings are current when the server stops
     await server.stop(grace=2)
     await store.close()
     print("arena: stopped", file=sys.stderr, flush=True)
