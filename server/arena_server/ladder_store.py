@@ -513,10 +513,12 @@ async def check_database(path: str) -> CheckResult:
             uri += "&immutable=1"  # nobody writes it, and there is no WAL to read
         conn = await aiosqlite.connect(uri, uri=True, isolation_level=None)
         try:
+            await conn.execute("BEGIN")  # one read transaction: a consistent view while a server writes
             stored = await stored_snapshot(conn)
             computed = await compute_snapshot(conn)
             unfitted_names = await dirty_pools(conn)
             unfitted = [p for p in await list_pools(conn) if p.pool in unfitted_names]
+            await conn.execute("COMMIT")
         finally:
             await conn.close()
     finally:
