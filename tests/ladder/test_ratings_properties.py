@@ -45,9 +45,9 @@ Match = tuple[int, int, float]
 """(bot i, bot j, score of i): 1, 0.5 or 0."""
 
 matches_strategy = st.lists(
-    st.tuples(
-        st.integers(0, len(NAMES) - 1), st.integers(0, len(NAMES) - 1), st.sampled_from((0.0, 0.5, 1.0))
-    ).filter(lambda m: m[0] != m[1]),
+    st.tuples(st.integers(0, len(NAMES) - 1), st.integers(0, len(NAMES) - 1), st.sampled_from((0.0, 0.5, 1.0))).filter(
+        lambda m: m[0] != m[1]
+    ),
     min_size=1,
     max_size=60,
 )
