@@ -381,9 +381,7 @@ def _rating_row_equal(stored: list[Any], computed: list[Any], fitted: bool) -> b
         abs(stored[2] - computed[2]) > PL_TOLERANCE or abs(stored[3] - computed[3]) > PL_TOLERANCE
     ):
         return False
-    return bool(
-        abs(stored[0] - computed[0]) <= RATING_TOLERANCE and abs(stored[1] - computed[1]) <= RATING_TOLERANCE
-    )
+    return bool(abs(stored[0] - computed[0]) <= RATING_TOLERANCE and abs(stored[1] - computed[1]) <= RATING_TOLERANCE)
 
 
 def compare(stored: Snapshot, computed: Snapshot, unfitted: Iterable[str] = ()) -> list[str]:
