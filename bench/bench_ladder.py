@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -164,7 +165,7 @@ def dense_newton_baseline(pairs: list[rt.PairTotal]) -> float:
     for _ in range(100):
         prob = 1 / (1 + np.exp(-(r[ia] - r[ib])))
         w = n * prob * (1 - prob)
-        info = -(np.bincount(ia * k + ib, w, k * k) + np.bincount(ib * k + ia, w, k * k))
+        info: np.ndarray[Any, Any] = -(np.bincount(ia * k + ib, w, k * k) + np.bincount(ib * k + ia, w, k * k))
         info[np.arange(k) * (k + 1)] += np.bincount(ia, w, k) + np.bincount(ib, w, k) + rt.PRIOR_PRECISION
         resid = s - n * prob
         grad = np.bincount(ia, resid, k) - np.bincount(ib, resid, k) - rt.PRIOR_PRECISION * r

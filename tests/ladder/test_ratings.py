@@ -117,7 +117,7 @@ def test_random_pools_warm_equals_cold(seed: int) -> None:
     pairs = simulate(true, rng.randint(1, 400), seed)
     cold = rt.fit_bradley_terry(list(true), pairs)
     wild = {n: rng.uniform(-20000, 20000) for n in true}
-    for start in (wild, cold.as_dict() and {n: r for n, (r, _) in cold.as_dict().items()}):
+    for start in (wild, dict(zip(cold.names, cold.ratings, strict=True))):
         warm = rt.fit_bradley_terry(list(true), pairs, start=start)
         assert warm.names == cold.names and warm.component == cold.component
         assert max(abs(x - y) for x, y in zip(warm.ratings, cold.ratings, strict=True)) < 0.01
