@@ -66,6 +66,8 @@ DICE_GAMES = frozenset({"liars_dice"})
 
 PAIR_FLOOR = 0.05
 """Every eligible pair is drawn with at least this fraction of the most wanted pair's weight."""
+MAX_CANDIDATES = 200
+"""Pools with more eligible bots weigh a random sample of this many per pick."""
 BALANCE_FACTOR = 2
 """Free bots wait (until the next match ends) rather than replay a pair played more than
 ``BALANCE_FACTOR * g + BALANCE_FACTOR`` times while a pair with ``g`` games waits for a busy bot."""
@@ -334,6 +336,8 @@ class Ladder:
             return None
         if n == 2 and not self._balanced(pool, names):
             return None
+        if len(names) > MAX_CANDIDATES:  # big pools: weigh a random sample (the weights are O(bots²))
+            names = sorted(self.rng.sample(names, MAX_CANDIDATES))
         weight = self._weights(pool, names)
         m = len(names)
         if n == 2:
@@ -353,11 +357,7 @@ class Ladder:
     def _weights(self, pool: _Pool, names: list[str]) -> np.ndarray[Any, Any]:
         """The pair weights among ``names`` (upper triangle; 0 elsewhere)."""
         infos = [pool.bots.get(b) or _BotInfo() for b in names]
-        games = np.zeros((len(names), len(names)))
-        if pool.game.num_players == 2:
-            for i, a in enumerate(names):
-                for j in range(i + 1, len(names)):
-                    games[i, j] = pool.pair_games.get((a, names[j]), 0)
+        games = _games_matrix(pool, names) if pool.game.num_players == 2 else np.zeros((len(names), len(names)))
         return pair_weights(
             np.array([i.rating for i in infos]), np.array([i.ci for i in infos]), games, self.config.closeness
         )
@@ -365,20 +365,14 @@ class Ladder:
     def _balanced(self, pool: _Pool, free: list[str]) -> bool:
         """False when the free bots should wait for a busy one instead of replaying an over-played pair."""
         everyone = sorted(set(self.eligible(pool, ignore_busy=True)) | set(free))
-        if len(everyone) <= len(free) or not self.units:
-            return True  # nobody to wait for
-        free_set = set(free)
-
-        def played(a: str, b: str) -> int:
-            return pool.pair_games.get((a, b) if a < b else (b, a), 0)
-
-        best_free = min(played(a, b) for i, a in enumerate(free) for b in free[i + 1 :])
-        waiting = min(
-            played(a, b)
-            for i, a in enumerate(everyone)
-            for b in everyone[i + 1 :]
-            if a not in free_set or b not in free_set
-        )
+        if len(everyone) <= len(free) or not self.units or len(everyone) > MAX_CANDIDATES:
+            return True  # nobody to wait for (or a pool so big that free bots always have fresh pairs)
+        games = _games_matrix(pool, everyone)
+        upper = np.triu(np.ones(games.shape, dtype=bool), 1)
+        is_free = np.isin(np.array(everyone), np.array(free))
+        both_free = is_free[:, None] & is_free[None, :]
+        best_free = float(games[upper & both_free].min())
+        waiting = float(games[upper & ~both_free].min())
         return best_free <= BALANCE_FACTOR * waiting + BALANCE_FACTOR
 
     def _draw(self, weight: np.ndarray[Any, Any]) -> int:
@@ -470,6 +464,23 @@ class Ladder:
                     self.strikes[seat.bot_name] = 0
             else:
                 self.strikes[seat.bot_name] = 0
+
+
+def _games_matrix(pool: _Pool, names: list[str]) -> np.ndarray[Any, Any]:
+    """``games[i, j]`` (i < j, ``names`` sorted): rated games between the two in this pool."""
+    m = len(names)
+    games = np.zeros((m, m))
+    if len(pool.pair_games) < m * m // 2:
+        index = {name: i for i, name in enumerate(names)}
+        for (a, b), count in pool.pair_games.items():
+            i, j = index.get(a), index.get(b)
+            if i is not None and j is not None:
+                games[min(i, j), max(i, j)] = count
+    else:
+        for i, a in enumerate(names):
+            for j in range(i + 1, m):
+                games[i, j] = pool.pair_games.get((a, names[j]), 0)
+    return games
 
 
 def pair_weights(
