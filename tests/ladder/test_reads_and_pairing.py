@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +143,24 @@ async def test_four_bots_concurrency_two_play_every_pair(live_server: LiveServer
     ) as cur:
         row = await cur.fetchone()
     assert row is not None and row[0] == 6
+
+
+async def test_leaderboard_command_shows_freshness_and_groups(live_server: LiveServer) -> None:
+    store = live_server.store
+    for a, b in [("a", "b"), ("x", "y")] * 2:
+        await _store_rated(store, a, b, 1.0)
+    await ls.refit_dirty(store)
+    await _store_rated(store, "a", "b", 0.5)  # a newer result: the pool is dirty again
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "arena_server.cli", "ladder", "leaderboard"),
+        *("--server", live_server.address, "--pool", POOL),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    text = out.decode()
+    assert "newer results are waiting for the next refit" in text and "fitted" in text
+    assert "2 groups of bots that never met" in text and " grp " in text
+    rows = {line.split()[1]: line.split() for line in text.splitlines() if line[:3].strip().isdigit()}
+    assert rows["a"][4] == rows["b"][4] == "0" and rows["x"][4] == rows["y"][4] == "1"
