@@ -233,7 +233,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
 def _crosstable(args: argparse.Namespace) -> int:
     table = _call(args, "GetCrosstable", lp.GetCrosstableRequest(pool=_selector(args)))
     assert isinstance(table, lp.Crosstable)
-    print(f"{table.pool.pool}: {len(table.cells)} pairs")
+    stale = " (expected scores from a fit that newer results will update)" if table.pool.dirty else ""
+    print(f"{table.pool.pool}: {len(table.cells)} pairs{stale}")
     print(f"{'bot A':<22} {'bot B':<22} {'games':>6} {'A score':>8} {'95% interval':>15} {'expected':>9}")
     for c in table.cells:
         print(
