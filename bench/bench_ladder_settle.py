@@ -64,7 +64,7 @@ class OldPairingLadder(Ladder):
         ratings = np.array([i.rating for i in infos])
         cis = np.array([i.ci for i in infos])
         games = np.array([i.games for i in infos])
-        unsettled = (games < self.config.min_games) | (cis > self.config.settle_ci)
+        unsettled = (games < 10) | (cis > 150.0)  # the old LadderConfig.min_games and settle_ci
         if unsettled.any():
             fewest = games[unsettled].min()
             candidates = [i for i in range(len(names)) if unsettled[i] and games[i] == fewest]
@@ -73,7 +73,7 @@ class OldPairingLadder(Ladder):
             first = self._draw(cis + 1.0)
         chosen = [first]
         for _ in range(n - 1):
-            diff = (ratings - ratings[first]) / self.config.closeness
+            diff = (ratings - ratings[first]) / 200.0  # the old LadderConfig.closeness
             weight = np.exp(-0.5 * diff * diff) * (cis + cis[first]) + 0.02 * (cis.max() + 1.0)
             weight[chosen] = 0.0
             chosen.append(self._draw(weight))

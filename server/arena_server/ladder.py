@@ -47,7 +47,7 @@ from arena_client import Termination, TimeControl
 from arena_games import Game
 from arena_server import ladder_store as ls
 from arena_server.hub import Hub, HubError
-from arena_server.ratings import PRIOR_SD_ELO, Z95
+from arena_server.ratings import ELO_PER_UNIT, PRIOR_SD_ELO, Z95
 from arena_server.referee import MatchRecord, new_seed
 
 FAILURES = frozenset(
@@ -94,9 +94,6 @@ class LadderConfig:
         concurrency: Matches running at once, over all games.
         per_bot: Matches one bot may play at once.
         time_control: Clock for ladder matches (the hub default when None).
-        min_games: Rated games before a bot counts as settled.
-        settle_ci: A bot is settled once its 95% half-width is at most this (Elo).
-        closeness: Rating difference (Elo) scale of the pairing weight.
         pause_after: Consecutive failures that pause a bot.
         refit_interval: Seconds between refits of dirty pools.
         seed: Seeds the pairing RNG (match seeds stay random).
@@ -110,9 +107,6 @@ class LadderConfig:
     concurrency: int = 2
     per_bot: int = 1
     time_control: TimeControl | None = None
-    min_games: int = 10
-    settle_ci: float = 150.0
-    closeness: float = 200.0
     pause_after: int = 3
     refit_interval: float = 2.0
     seed: int | None = None
@@ -358,9 +352,7 @@ class Ladder:
         """The pair weights among ``names`` (upper triangle; 0 elsewhere)."""
         infos = [pool.bots.get(b) or _BotInfo() for b in names]
         games = _games_matrix(pool, names) if pool.game.num_players == 2 else np.zeros((len(names), len(names)))
-        return pair_weights(
-            np.array([i.rating for i in infos]), np.array([i.ci for i in infos]), games, self.config.closeness
-        )
+        return pair_weights(np.array([i.rating for i in infos]), np.array([i.ci for i in infos]), games)
 
     def _balanced(self, pool: _Pool, free: list[str]) -> bool:
         """False when the free bots should wait for a busy one instead of replaying an over-played pair."""
@@ -484,27 +476,36 @@ def _games_matrix(pool: _Pool, names: list[str]) -> np.ndarray[Any, Any]:
 
 
 def pair_weights(
-    ratings: np.ndarray[Any, Any], cis: np.ndarray[Any, Any], games: np.ndarray[Any, Any], closeness: float
+    ratings: np.ndarray[Any, Any], cis: np.ndarray[Any, Any], games: np.ndarray[Any, Any]
 ) -> np.ndarray[Any, Any]:
     """How much the ladder wants each pair to play: an upper-triangular matrix of weights.
 
-    ``w = exp(-Δr² / (2 (closeness² + ci_a² + ci_b²))) * sqrt(ci_a² + ci_b²) / sqrt(1 + games_ab)``:
-    an outcome is uncertain when the ratings are close (relative to how well
-    they are known), the intervals are wide, and the two have met rarely.
-    Every pair then gets at least ``PAIR_FLOOR`` times the largest weight, so
-    every pair stays reachable.
+    The weight is the variance one more game between the two is expected to
+    remove from their ratings, divided by ``sqrt(1 + games_ab)``::
+
+        I = p (1 - p)   at the rating difference shrunk by its uncertainty,
+        w = (v_a² I / (1 + v_a I) + v_b² I / (1 + v_b I)) / sqrt(1 + games_ab)
+
+    with ``v`` a rating's variance (log-odds units, from its 95% interval).
+    An outcome is worth most when the ratings are close (``I`` large), the
+    intervals are wide (``v`` large) and the two have met rarely. Every pair
+    then gets at least ``PAIR_FLOOR`` times the largest weight, so every pair
+    stays reachable.
 
     Args:
         ratings: Elo ratings of the candidates.
         cis: Their 95% half-widths (Elo).
         games: ``games[i, j]`` (i < j): rated games the two have played.
-        closeness: Rating difference scale (Elo).
     """
     m = len(ratings)
-    width2 = cis[:, None] ** 2 + cis[None, :] ** 2
-    diff2 = (ratings[:, None] - ratings[None, :]) ** 2
-    weight = np.exp(-0.5 * diff2 / (closeness**2 + width2)) * np.sqrt(width2 + 1.0) / np.sqrt(1.0 + games)
-    weight = np.triu(weight, 1)
+    var = (np.maximum(cis, 1e-3) / (Z95 * ELO_PER_UNIT)) ** 2
+    va, vb = var[:, None], var[None, :]
+    diff = (ratings[:, None] - ratings[None, :]) / ELO_PER_UNIT
+    # The expected p(1 - p) over the rating uncertainty (the probit approximation of a logistic).
+    p = 1.0 / (1.0 + np.exp(-diff / np.sqrt(1.0 + math.pi * (va + vb) / 8.0)))
+    info = p * (1.0 - p)
+    gain = va * va * info / (1.0 + va * info) + vb * vb * info / (1.0 + vb * info)
+    weight = np.triu(gain / np.sqrt(1.0 + games), 1)
     upper = np.triu(np.ones((m, m), dtype=bool), 1)
     top = float(weight.max()) if m > 1 else 0.0
     weight[upper] = np.maximum(weight[upper], PAIR_FLOOR * top)

@@ -109,7 +109,7 @@ def test_pair_weights_favour_uncertain_pairs_and_keep_a_floor() -> None:
     cis = np.array([30.0, 30.0, 30.0, 400.0])
     games = np.zeros((4, 4))
     games[1, 2] = 400.0
-    w = pair_weights(ratings, cis, games, 200.0)
+    w = pair_weights(ratings, cis, games)
     assert np.all(np.tril(w) == 0)
     upper = w[np.triu_indices(4, 1)]
     assert np.all(upper >= PAIR_FLOOR * upper.max() - 1e-12)
