@@ -25,7 +25,7 @@ from arena_server.cli import CliError
 from arena_server.cli.common import add_time_control_arguments, open_database, time_control_from_args
 from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
 from arena_server.cli.ladder import ladder_config, start_ladder
-from arena_server.ladder.scheduler import LadderConfig
+from arena_server.ladder.scheduler import LadderConfig, RatingRefitter
 from arena_server.matches.hub import Hub
 
 
@@ -95,6 +95,7 @@ async def _serve(
     print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
     print("arena: press Ctrl-C to stop", flush=True)
     ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
+    refitter = RatingRefitter(store).start() if ladder is None else None  # --no-ladder still refits
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -120,6 +121,8 @@ async def _serve(
     if ladder is not None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ladder.stop(), max(deadline - time.monotonic() - 1.0, 0.1))
+    if refitter is not None:
+        await refitter.stop()  # the stored ratings are current when the server stops
     await server.stop(grace=min(1.0, max(deadline - time.monotonic() - 0.5, 0.0)))
     await store.close()
     print("arena: stopped", file=sys.stderr, flush=True)
