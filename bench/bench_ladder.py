@@ -33,7 +33,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-import arena_server.ladder.fit as rt
+import arena_server.ratings.fit as rt
 import arena_server.store.ratings as ls
 from arena.v1 import ladder_pb2 as lp
 from arena.v1 import ladder_pb2_grpc as lp_grpc

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-import arena_server.ladder.fit as rt
 import arena_server.matches.hub as hub_module
+import arena_server.ratings.fit as rt
 import arena_server.store.ratings as ls
 from arena_bots import hosted_bots
 from arena_games import load_game

@@ -29,7 +29,9 @@ def test_import_contracts_hold() -> None:
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
-@pytest.mark.parametrize("package, folder", [("arena_server", "server/arena_server"), ("arena_bots", "reference_bots/arena_bots")])
+@pytest.mark.parametrize(
+    "package, folder", [("arena_server", "server/arena_server"), ("arena_bots", "reference_bots/arena_bots")]
+)
 def test_no_import_cycles(package: str, folder: str) -> None:
     stats = _arch_stats().analyse(package, ROOT / folder)
     assert stats["cycles"] == [], f"import cycles in {package}: {stats['cycles']}"

@@ -14,7 +14,7 @@ import pytest
 import arena_server.store.ratings as ls
 from arena_games import load_game
 from arena_server.ladder.scheduler import Ladder, LadderConfig
-from arena_server.referee.loop import COMMIT_FAILED
+from arena_server.referee.records import COMMIT_FAILED
 from tests.conftest import LiveServer
 
 

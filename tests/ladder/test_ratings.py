@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-import arena_server.ladder.fit as rt
+import arena_server.ratings.fit as rt
 import arena_server.store.ratings as ls
 from arena_games import load_game
 

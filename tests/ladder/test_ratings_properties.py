@@ -31,11 +31,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import arena_server.ladder.fit as rt
+import arena_server.ratings.fit as rt
 import arena_server.store.ratings as ls
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
-from arena_server.referee.loop import MatchRecord, new_seed, seed_hash
+from arena_server.referee.records import MatchRecord
+from arena_server.referee.seeds import new_seed, seed_hash
 from arena_server.store.database import Store
 from tests.conftest import in_thread
 

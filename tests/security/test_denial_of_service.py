@@ -21,7 +21,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-import arena_server.api.server as service
+import arena_server.api.authority as authority
+import arena_server.api.bot_session as bot_session_api
+import arena_server.api.matches as matches_api
 import arena_server.matches.hub as hub_module
 import arena_server.seats.remote as remote
 from arena.v1 import bot_session_pb2 as bs
@@ -33,7 +35,9 @@ from arena_client.convert import time_control_to_proto
 from arena_client.remote import Client
 from arena_games import load_game
 from arena_server.bots.conformance import check_bot
-from arena_server.referee.loop import MatchRecord, MoveLog, play_match, seed_hash
+from arena_server.referee.loop import play_match
+from arena_server.referee.records import MatchRecord, MoveLog
+from arena_server.referee.seeds import seed_hash
 from arena_server.seats.framing import Framing
 from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
@@ -119,13 +123,13 @@ def rss_mib() -> float:
 async def test_a_bot_that_never_says_hello_is_dropped(live_server: LiveServer) -> None:
     raw = RawBot(live_server.channel())
     started = time.perf_counter()
-    msg = await raw.recv(timeout=service.HELLO_TIMEOUT + 5)
+    msg = await raw.recv(timeout=bot_session_api.HELLO_TIMEOUT + 5)
     elapsed = time.perf_counter() - started
     assert msg.error.code == bs.ERROR_CODE_NO_HELLO and msg.error.fatal
-    assert f"sent no Hello within {service.HELLO_TIMEOUT:g}s" in msg.error.message
+    assert f"sent no Hello within {bot_session_api.HELLO_TIMEOUT:g}s" in msg.error.message
     with pytest.raises((EOFError, grpc.aio.AioRpcError)):
         await raw.recv(timeout=5)  # the stream is closed
-    assert service.HELLO_TIMEOUT - 0.5 <= elapsed <= service.HELLO_TIMEOUT + 3
+    assert bot_session_api.HELLO_TIMEOUT - 0.5 <= elapsed <= bot_session_api.HELLO_TIMEOUT + 3
     assert live_server.hub.sessions == {}
     assert await serving(live_server)
 
@@ -139,7 +143,7 @@ async def start_then_stop_reading(live: LiveServer, name: str) -> tuple[RawBot, 
     welcome = await raw.hello(name)
     assert welcome.welcome.bot_name == name
     # As long a match as a remote challenge may ask for (the server's cap).
-    await raw.challenge("random", rounds=service.MAX_ROUNDS, time_control=time_control_to_proto(LONG_CLOCK))
+    await raw.challenge("random", rounds=authority.MAX_ROUNDS, time_control=time_control_to_proto(LONG_CLOCK))
     turn = (await raw.recv_kind("turn")).turn
     await raw.answer(turn, 0)
     return raw, turn
@@ -223,8 +227,8 @@ async def long_match_growth(live: LiveServer, stub: mp_grpc.MatchServiceStub, ro
 async def test_a_spectator_that_stops_reading_is_dropped_not_buffered(
     live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service, "WRITE_TIMEOUT", 2.0)
-    monkeypatch.setattr(service, "MAX_ROUNDS", 1_000_000)  # above the cap for remote requests, to grow RSS
+    monkeypatch.setattr(matches_api, "WRITE_TIMEOUT", 2.0)
+    monkeypatch.setattr(authority, "MAX_ROUNDS", 1_000_000)  # above the cap for remote requests, to grow RSS
     rounds = 1_000_000
     async with live_server.channel() as channel:
         stub = mp_grpc.MatchServiceStub(channel)
@@ -284,7 +288,10 @@ async def test_a_spectator_that_keeps_up_sees_every_move_of_a_fast_match(live_se
             elif event.HasField("ended"):
                 ended = event.ended
         assert ended is not None and ended.move_count == 40_000 and moves == 40_000
-        assert len(ended.moves) == service.MAX_MOVES_PER_PAGE and ended.next_move_offset == service.MAX_MOVES_PER_PAGE
+        assert (
+            len(ended.moves) == matches_api.MAX_MOVES_PER_PAGE
+            and ended.next_move_offset == matches_api.MAX_MOVES_PER_PAGE
+        )
 
 
 # -- 4. GetMatch on a match of a million rounds -----------------------------------------------------
@@ -340,9 +347,9 @@ async def test_get_match_of_a_million_rounds_is_paged_and_does_not_stall_the_loo
             tail = await stub.GetMatch(mp.GetMatchRequest(match_id=match_id, move_offset=1_999_990, move_limit=50))
             paging = time.perf_counter() - started
             per_round = await honest
-        assert first.move_count == 2_000_000 and len(first.moves) == service.MAX_MOVES_PER_PAGE
-        assert first.next_move_offset == service.MAX_MOVES_PER_PAGE and first.seed == "huge"
-        assert [m.ply for m in last.moves[:1]] == [(pages - 1) * service.MAX_MOVES_PER_PAGE]
+        assert first.move_count == 2_000_000 and len(first.moves) == matches_api.MAX_MOVES_PER_PAGE
+        assert first.next_move_offset == matches_api.MAX_MOVES_PER_PAGE and first.seed == "huge"
+        assert [m.ply for m in last.moves[:1]] == [(pages - 1) * matches_api.MAX_MOVES_PER_PAGE]
         assert [m.ply for m in tail.moves] == list(range(1_999_990, 2_000_000)) and tail.next_move_offset == 0
         assert tail.moves[-1].label and tail.moves[-1].elapsed.ToTimedelta() == timedelta(microseconds=1500)
         size = first.ByteSize()

@@ -36,7 +36,7 @@ from arena.v1 import bot_session_pb2 as bs
 from arena_bots.simple import RandomBot
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
-from arena_server.api.server import BotSessionServicer
+from arena_server.api.bot_session import BotSessionServicer
 from arena_server.matches.hub import Hub
 from arena_server.referee.loop import play_match
 from arena_server.seats.framing import FrameError, FrameParser, Framing, encode, encode_varint, parse_payload

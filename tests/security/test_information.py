@@ -22,7 +22,7 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import duration
 from arena_games import CHANCE, load_game
-from arena_server.referee.loop import chance_rng
+from arena_server.referee.seeds import chance_rng
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 

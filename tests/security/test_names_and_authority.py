@@ -18,7 +18,7 @@ from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import duration
-from arena_server.api.server import MAX_MATCHES_PER_CALLER
+from arena_server.api.authority import MAX_MATCHES_PER_CALLER
 from arena_server.bots.registry import name_key
 from arena_server.cli import main
 from tests.conftest import LiveServer

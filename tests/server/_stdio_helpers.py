@@ -11,7 +11,8 @@ from pathlib import Path
 from arena_bots.simple import RandomBot
 from arena_client import SeatInfo, TimeControl
 from arena_games import Game, load_game
-from arena_server.referee.loop import MatchRecord, play_match
+from arena_server.referee.loop import play_match
+from arena_server.referee.records import MatchRecord
 from arena_server.seats.framing import Framing
 from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.sandbox import Limits

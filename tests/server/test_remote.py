@@ -393,7 +393,8 @@ def test_crash_recovery_marks_running_matches_aborted(tmp_path: Path) -> None:
         from datetime import UTC, datetime
 
         from arena_client import SeatInfo
-        from arena_server.referee.loop import MatchRecord, new_seed, seed_hash
+        from arena_server.referee.records import MatchRecord
+        from arena_server.referee.seeds import new_seed, seed_hash
 
         store = await Store.open(db)
         seed = new_seed()

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from arena_client import Termination, TimeControl
 from arena_games import load_game
-from arena_server.referee.loop import MatchRecord
+from arena_server.referee.records import MatchRecord
 from arena_server.seats.framing import Framing
 from arena_server.seats.sandbox import Limits
 from arena_server.seats.subprocess_seat import BotProgram

@@ -12,13 +12,14 @@ from typing import NoReturn, TypeAlias
 
 import grpc
 
-import arena_server.ladder.fit as rt
+import arena_server.ratings.fit as rt
 import arena_server.store.ratings as ls
 from arena.v1 import ladder_pb2 as lp
 from arena.v1 import ladder_pb2_grpc as lp_grpc
 from arena_client import Termination
 from arena_client.convert import params_from_proto
 from arena_games import GameError, load_game
+from arena_server.api.matches import record_to_proto
 from arena_server.matches.hub import Hub
 from arena_server.matches.replay import seat_messages
 
@@ -118,8 +119,6 @@ class LadderServicer(lp_grpc.LadderServiceServicer):
         return out
 
     async def ListBotMatches(self, request: lp.ListBotMatchesRequest, context: Ctx) -> lp.ListBotMatchesResponse:  # type: ignore[override]
-        from arena_server.api.server import record_to_proto
-
         limit = request.limit or 20
         if not 1 <= limit <= 1000:
             await self._abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"limit={limit}: use 1..1000")

@@ -27,7 +27,9 @@ from arena.v1 import bot_session_pb2_grpc as bs_grpc
 from arena.v1 import games_pb2_grpc as gp_grpc
 from arena_bots import hosted_bots
 from arena_client import SeatInfo, Termination, TimeControl
-from arena_server.api.server import BotSessionServicer, GameServicer, bind_port
+from arena_server.api.bot_session import BotSessionServicer
+from arena_server.api.games import GameServicer
+from arena_server.api.server import bind_port
 from arena_server.bots.conformance import (
     DEFAULT_CHECK_CLOCK,
     CheckReport,
@@ -39,7 +41,7 @@ from arena_server.bots.conformance import (
     run_scenarios,
 )
 from arena_server.matches.hub import Hub
-from arena_server.referee.loop import Seat
+from arena_server.referee.seat import Seat
 from arena_server.seats.remote import RemoteSeat, RemoteSession
 
 

@@ -25,7 +25,8 @@ from arena.v1 import bot_session_pb2 as bs
 from arena_bots.simple import RandomBot
 from arena_client import MatchInfo, SeatInfo, Termination, TimeControl
 from arena_games import Game, GameError, describe_actions, load_game, registered_games
-from arena_server.referee.loop import Seat, play_match
+from arena_server.referee.loop import play_match
+from arena_server.referee.seat import Seat
 from arena_server.seats.framing import Framing, json_text
 from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat

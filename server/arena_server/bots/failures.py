@@ -21,7 +21,8 @@ from google.protobuf.message import Message
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import PublicMove, Termination, Turn
 from arena_client.convert import turn_to_proto
-from arena_server.referee.loop import Answer, MatchRecord, Seat
+from arena_server.referee.records import Answer, MatchRecord
+from arena_server.referee.seat import Seat
 from arena_server.seats.framing import json_text
 from arena_server.seats.remote import RemoteSeat
 from arena_server.seats.subprocess_seat import SubprocessSeat

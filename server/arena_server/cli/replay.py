@@ -20,7 +20,7 @@ from arena_games import GameError, load_game
 from arena_server.cli import CliError
 from arena_server.cli.common import DEFAULT_ADDRESS
 from arena_server.matches.replay import describe_step, feed, read_messages, replay_steps, write_messages
-from arena_server.referee.loop import MatchRecord, MoveLog
+from arena_server.referee.records import MatchRecord, MoveLog
 from arena_server.seats.framing import FrameError, Framing
 
 

@@ -46,9 +46,10 @@ import numpy as np
 import arena_server.store.ratings as ls
 from arena_client import Termination, TimeControl
 from arena_games import Game
-from arena_server.ladder.fit import ELO_PER_UNIT, PRIOR_SD_ELO, Z95
 from arena_server.matches.hub import Hub, HubError
-from arena_server.referee.loop import MatchRecord, new_seed
+from arena_server.ratings.fit import ELO_PER_UNIT, PRIOR_SD_ELO, Z95
+from arena_server.referee.records import MatchRecord
+from arena_server.referee.seeds import new_seed
 
 FAILURES = frozenset(
     {

@@ -26,13 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import arena_server.ladder.fit as rt
+import arena_server.ratings.fit as rt
 import arena_server.store.ratings as ls
 from arena_client import TimeControl
 from arena_games import Game
 from arena_server.ladder.scheduler import DICE_GAMES, duplicate_seed
 from arena_server.matches.hub import Hub
-from arena_server.referee.loop import MatchRecord
+from arena_server.referee.records import MatchRecord
 from arena_server.store.database import Store, _tc_json
 
 

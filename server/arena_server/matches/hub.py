@@ -31,23 +31,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from arena.v1 import bot_session_pb2 as bs
 from arena_bots import HostedBot
 from arena_client import PublicMove, SeatInfo, TimeControl
 from arena_games import CHANCE, Game, GameError, State, load_game
 from arena_server.bots.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
 from arena_server.bots.registry import BotRegistry, default_data_dir, name_key, reserved_names
-from arena_server.referee.loop import (
-    COMMIT_FAILED,
-    MatchControl,
-    MatchRecord,
-    Seat,
-    bot_seed,
-    new_seed,
-    play_match,
-    seed_hash,
-    void_record,
-)
+from arena_server.referee.loop import play_match
+from arena_server.referee.records import COMMIT_FAILED, MatchControl, MatchRecord, void_record
+from arena_server.referee.seat import Seat
+from arena_server.referee.seeds import bot_seed, new_seed, seed_hash
 from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.remote import RemoteSession
 from arena_server.seats.subprocess_seat import SubprocessSeat
@@ -163,7 +155,7 @@ class Hub:
         for session in evicted:
             del self.sessions[session.name]
             self.session_keys.pop(session.name, None)
-            self.spawn(_close_session(session, reason))
+            self.spawn(session.evict(reason))
         return len(evicted)
 
     def new_guest_name(self) -> str:
@@ -627,12 +619,6 @@ class SpectatorQueue:
         if kind == "moves":
             self.backlog -= len(payload[0])
         return kind, payload
-
-
-async def _close_session(session: RemoteSession, reason: str) -> None:
-    """Tell an evicted session why, and close it (its current match, if any, ends as a disconnect)."""
-    await session.error(bs.ERROR_CODE_NAME_TAKEN, reason, fatal=True)
-    session.mark_closed(reason)
 
 
 def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:

@@ -28,7 +28,7 @@ from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_p
 from arena_client.types import MatchInfo, MatchResult, PublicMove, Termination, Turn, Update
 from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, State
 from arena_server.matches.terminal import render
-from arena_server.referee.loop import MatchRecord
+from arena_server.referee.records import MatchRecord
 from arena_server.seats.framing import FrameError, FrameReader, Framing, encode, parse_payload
 
 

@@ -21,333 +21,34 @@ and tells the other seats what became public. Its promises:
 
 from __future__ import annotations
 
-import abc
 import asyncio
-import hashlib
-import random
-import secrets
-import time
-import weakref
-from array import array
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any
 
 from arena_client.types import (
     MatchInfo,
     MatchResult,
     PublicMove,
-    SeatInfo,
     Termination,
     TimeControl,
     Turn,
     Update,
 )
-from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, Game, State, describe_actions
+from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, Game, describe_actions
+from arena_server.referee.records import (
+    COMMIT_FAILED,
+    Answer,
+    CommitHook,
+    MatchControl,
+    MatchListener,
+    MatchRecord,
+    void_record,
+)
+from arena_server.referee.seat import Seat
+from arena_server.referee.seeds import chance_rng, new_seed, sample_outcome, seed_hash
 
 _ZERO = timedelta(0)
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """A seat's reply to a turn: an action, or the reason it has none.
-
-    Attributes:
-        action: The chosen action, or None on failure.
-        elapsed: Seconds from asking to answering.
-        failure: Set when the seat failed (timeout, crash, ...).
-        reason: Why it failed, in words a bot author can act on.
-    """
-
-    action: int | None
-    elapsed: float
-    failure: Termination | None = None
-    reason: str = ""
-
-
-class Seat(abc.ABC):
-    """One participant's connection to a match.
-
-    Synchronous seats (in-process bots) implement :meth:`act_now` and set
-    ``synchronous = True``; the referee calls them without awaiting.
-    Asynchronous seats implement :meth:`ask` with a deadline.
-    """
-
-    synchronous: bool = False
-    wants_updates: bool = True
-
-    def __init__(self, info: SeatInfo) -> None:
-        self.info = info
-
-    @abc.abstractmethod
-    async def start(self, match: MatchInfo) -> Answer | None:
-        """Tell the seat a match begins. Returns an Answer carrying a failure if it cannot play."""
-
-    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
-        """Send ``turn`` (with the public ``moves`` the seat has not seen) and await the answer."""
-        raise NotImplementedError
-
-    def act_now(self, turn: Turn, moves: Sequence[PublicMove], update: Update | None) -> Answer:
-        """Synchronous seats: decide at once."""
-        raise NotImplementedError
-
-    @abc.abstractmethod
-    def update(self, update: Update) -> None:
-        """Deliver public moves to a seat that is not about to act (must not block)."""
-
-    @abc.abstractmethod
-    async def end(self, result: MatchResult) -> None:
-        """Tell the seat the match is over (must not raise)."""
-
-
-class MoveLog:
-    """Every decision of a match in compact parallel arrays.
-
-    ``players[i]`` is the seat (or -1 for chance), ``actions[i]`` the action,
-    ``elapsed_us[i]`` the seat's thinking time in microseconds and
-    ``legal[i]`` 0 for the one illegal action that may end a match.
-    """
-
-    __slots__ = ("actions", "elapsed_us", "legal", "players")
-
-    def __init__(self) -> None:
-        self.players = array("b")
-        self.actions = array("i")
-        self.elapsed_us = array("I")
-        self.legal = array("B")
-
-    def add(self, player: int, action: int, elapsed: float, legal: bool = True) -> None:
-        self.players.append(player)
-        self.actions.append(action)
-        self.elapsed_us.append(min(int(elapsed * 1e6), 0xFFFFFFFF))
-        self.legal.append(1 if legal else 0)
-
-    def __len__(self) -> int:
-        return len(self.actions)
-
-    def __iter__(self) -> Iterator[tuple[int, int, float, bool]]:
-        for p, a, e, ok in zip(self.players, self.actions, self.elapsed_us, self.legal, strict=True):
-            yield p, a, e / 1e6, bool(ok)
-
-    def history(self) -> list[tuple[int, int]]:
-        """The legal ``(player, action)`` pairs, i.e. the game's history."""
-        return [(p, a) for p, a, _, ok in self if ok]
-
-
-@dataclass
-class MatchRecord:
-    """Everything about one match: who, how, every move, and how it ended."""
-
-    match_id: str
-    game: Game
-    seats: tuple[SeatInfo, ...]
-    time_control: TimeControl
-    seed: str
-    seed_sha256: str
-    started_at: datetime
-    ended_at: datetime | None = None
-    termination: Termination | None = None
-    offender: int | None = None
-    reason: str = ""
-    returns: tuple[float, ...] = ()
-    moves: MoveLog = field(default_factory=MoveLog)
-    rated: bool = False
-    seed_chosen: bool = False
-    """The seed came from the match's creator (unrated matches between its own bots), not the server."""
-    seed_sealed: bool = False
-    """The seed is reused by a later match (a duplicate set): not revealed at this match's end."""
-
-    @property
-    def finished(self) -> bool:
-        return self.termination is not None
-
-    def summary(self) -> str:
-        """One line: who played, the returns and why it ended."""
-        names = " vs ".join(s.bot_name for s in self.seats)
-        scores = " : ".join(f"{r + 0.0:g}" for r in self.returns)  # + 0.0 turns -0.0 into 0
-        term = self.termination.label if self.termination else "running"
-        return f"match {self.match_id} {self.game!r}: {names}  {scores}  ({term}: {self.reason})"
-
-
-MatchListener = Callable[[str, Any], None]
-"""Spectator hook: called with ("moves", (public_moves, state)) and ("ended", record)."""
-
-CommitHook = Callable[[MatchRecord], Awaitable[None]]
-"""Called with the finished record before any seat or spectator hears the end (e.g. the store's commit)."""
-
-COMMIT_FAILED = "the server could not record the match"
-"""How the reason of a match voided by a failed commit starts."""
-
-
-def void_record(record: MatchRecord, reason: str) -> None:
-    """Turn a finished record into an abort with ``reason``: nobody is blamed and the returns are zero."""
-    record.termination = Termination.ABORTED
-    record.offender = None
-    record.reason = reason
-    record.returns = tuple(0.0 for _ in record.seats)
-    record.ended_at = record.ended_at or datetime.now(UTC)
-
-
-class MatchControl:
-    """The server's handle on a running match: abort it, watch it.
-
-    ``abort`` sets a flag the referee checks before every decision and, while
-    the referee waits for remote answers, cancels that wait. ``listeners`` may
-    change while the match runs: the referee builds public moves for them only
-    while there is at least one (or a seat needs updates), so an unwatched
-    in-process match pays nothing for spectators. ``state`` is the live state
-    (read it, never change it), from which a late spectator catches up.
-    """
-
-    def __init__(self) -> None:
-        self.aborted = False
-        self.reason = ""
-        self.waiter: asyncio.Task[Any] | None = None
-        self.listeners: list[MatchListener] = []
-        self.state: State | None = None
-
-    def abort(self, reason: str) -> None:
-        self.aborted = True
-        self.reason = reason
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.cancel()
-
-
-class LoopLag:
-    """How late this event loop has been running, so that a bot is charged its own time only.
-
-    A periodic callback (every :attr:`PERIOD` seconds while anyone
-    :meth:`acquire` holds the monitor) notes when the loop last got round to it;
-    a gap much longer than the period is a *stall*: the server was busy (or
-    the machine loaded) and read nothing. A reply that is read just after a
-    stall may have arrived at any moment of it, so :meth:`arrival` dates it
-    back to the stall's start (the bot gets the benefit of the doubt); stalls
-    while the bot was still thinking are not discounted, so a slow bot stays
-    slow. :meth:`deadline` runs a timeout callback only when the loop ran it
-    on time, so a deadline that fell inside a stall first lets the reader see
-    what arrived meanwhile.
-    """
-
-    PERIOD = 0.005
-    """Seconds between ticks."""
-    SLACK = 0.020
-    """Lateness beyond the period that counts as a stall (shorter hiccups are the bot's, within its grace)."""
-
-    _instances: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag]] = weakref.WeakKeyDictionary()
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.last_tick = time.perf_counter()
-        self.stalls: deque[tuple[float, float]] = deque(maxlen=32)
-        """Recent stalls as (loop last seen running, loop running again), perf_counter seconds."""
-        self.users = 0
-        self._handle: asyncio.TimerHandle | None = None
-
-    @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop | None = None) -> LoopLag:
-        """The monitor of ``loop`` (the running loop by default)."""
-        loop = loop or asyncio.get_running_loop()
-        lag = cls._instances.get(loop)
-        if lag is None:
-            lag = cls._instances[loop] = cls(loop)
-        return lag
-
-    def acquire(self) -> None:
-        """Start watching (counted; pair with :meth:`release`)."""
-        self.users += 1
-        if self._handle is None:
-            self.last_tick = time.perf_counter()
-            self._handle = self.loop.call_later(self.PERIOD, self._tick)
-
-    def release(self) -> None:
-        """Stop watching; the monitor itself stops at its next tick when nobody watches."""
-        self.users = max(self.users - 1, 0)
-
-    def _tick(self) -> None:
-        now = time.perf_counter()
-        if now - self.last_tick > self.PERIOD + self.SLACK:
-            self.stalls.append((self.last_tick, now))
-        self.last_tick = now
-        self._handle = self.loop.call_later(self.PERIOD, self._tick) if self.users else None
-
-    def stalled_since(self, now: float) -> float | None:
-        """When the stall that delayed a read at ``now`` began, or None if the read was on time."""
-        if now - self.last_tick > self.PERIOD + self.SLACK:
-            return self.last_tick  # still inside a stall the monitor has not seen end yet
-        for start, end in reversed(self.stalls):
-            if end < now - 4 * self.PERIOD - self.SLACK:
-                break
-            if start < now:
-                return start
-        return None
-
-    def arrival(self, sent: float, read: float) -> float:
-        """When a reply read at ``read`` (for a request written at ``sent``) became readable, at the earliest."""
-        start = self.stalled_since(read)
-        return read if start is None else max(sent, min(start, read))
-
-    def deadline(self, delay: float, callback: Callable[[], None]) -> Deadline:
-        """Call ``callback`` after ``delay`` seconds of a responsive loop (see the class notes)."""
-        return Deadline(self, delay, callback)
-
-
-class Deadline:
-    """A timeout that fires only when the event loop ran it on time; cancel with :meth:`cancel`."""
-
-    __slots__ = ("_callback", "_due", "_handle", "_lag")
-
-    def __init__(self, lag: LoopLag, delay: float, callback: Callable[[], None]) -> None:
-        self._lag = lag
-        self._callback = callback
-        self._due = time.perf_counter() + delay
-        self._handle: asyncio.TimerHandle | None = lag.loop.call_later(delay, self._fire)
-
-    def _fire(self) -> None:
-        now = time.perf_counter()
-        if now - self._due > self._lag.SLACK or self._lag.stalled_since(now) is not None:
-            # The loop was stalled when the deadline passed: a reply may be waiting to be read.
-            self._due = now + 4 * self._lag.PERIOD
-            self._handle = self._lag.loop.call_later(4 * self._lag.PERIOD, self._fire)
-            return
-        self._handle = None
-        self._callback()
-
-    def cancel(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-
-def seed_hash(seed: str) -> str:
-    """The commitment announced at the start: hex SHA-256 of the UTF-8 seed."""
-    return hashlib.sha256(seed.encode()).hexdigest()
-
-
-def new_seed() -> str:
-    """A fresh 128-bit seed as 32 hex characters."""
-    return secrets.token_hex(16)
-
-
-def chance_rng(seed: str) -> random.Random:
-    """The match's chance RNG. Keyed differently from the commitment, so the hash reveals nothing."""
-    return random.Random(hashlib.sha256(b"arena-chance:" + seed.encode()).digest())
-
-
-def bot_seed(seed: str, seat: int) -> int:
-    """A deterministic per-seat seed for hosted bots, derived from the match seed."""
-    return int.from_bytes(hashlib.sha256(f"arena-bot:{seat}:{seed}".encode()).digest()[:8], "big")
-
-
-def _sample(outcomes: Sequence[tuple[int, float]], rng: random.Random) -> int:
-    x = rng.random()
-    acc = 0.0
-    for action, prob in outcomes:
-        acc += prob
-        if x < acc:
-            return action
-    return outcomes[-1][0]
 
 
 async def play_match(
@@ -485,7 +186,7 @@ class _Referee:
                 await self._finish(Termination.NORMAL, None, "the game ended normally")
                 return
             if player == CHANCE:
-                action = _sample(state.chance_outcomes(), self.rng)
+                action = sample_outcome(state.chance_outcomes(), self.rng)
                 state.apply_action(action)
                 log.add(CHANCE, action, 0.0)
                 if game.chance_is_public:

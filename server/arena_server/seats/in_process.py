@@ -11,7 +11,8 @@ import time
 from collections.abc import Sequence
 
 from arena_client import Bot, MatchInfo, MatchResult, PublicMove, Resign, SeatInfo, Termination, Turn, Update
-from arena_server.referee.loop import Answer, Seat
+from arena_server.referee.records import Answer
+from arena_server.referee.seat import Seat
 
 
 class InProcessSeat(Seat):

@@ -39,7 +39,9 @@ from typing import Any
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
-from arena_server.referee.loop import Answer, LoopLag, Seat
+from arena_server.referee.clock import LoopLag
+from arena_server.referee.records import Answer
+from arena_server.referee.seat import Seat
 
 MAX_MESSAGE_BYTES = 64 * 1024
 """Largest bot message the server accepts (a bot never needs more than a few bytes)."""
@@ -204,6 +206,14 @@ class RemoteSession:
                 error=bs.Error(code=code, message=message, match_id=match_id, turn_id=turn_id, fatal=fatal)  # type: ignore[arg-type]
             )
         )
+
+    async def evict(self, reason: str) -> None:
+        """Tell the bot its name was taken from it (fatal ``NAME_TAKEN``) and close the session.
+
+        Its current match, if any, ends as a disconnect.
+        """
+        await self.error(bs.ERROR_CODE_NAME_TAKEN, reason, fatal=True)
+        self.mark_closed(reason)
 
     def mark_closed(self, reason: str) -> None:
         """Close the session (messages already queued are still written); the seated match hears of it."""

@@ -40,7 +40,7 @@ import aiosqlite
 
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
-from arena_server.referee.loop import MatchRecord, MoveLog
+from arena_server.referee.records import MatchRecord, MoveLog
 
 
 class StoreError(Exception):

@@ -40,10 +40,10 @@ from typing import Any
 import aiosqlite
 import numpy as np
 
-import arena_server.ladder.fit as rt
+import arena_server.ratings.fit as rt
 from arena_client import Termination
 from arena_games import Game, load_game
-from arena_server.referee.loop import MatchRecord
+from arena_server.referee.records import MatchRecord
 
 RATING_TOLERANCE = 0.01
 """Elo points by which a stored rating or interval may differ from a rebuild (the fit is exact to ~1e-5)."""

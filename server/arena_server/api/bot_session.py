@@ -1,0 +1,367 @@
+"""``arena.v1.BotSessionService.Play``: one remote bot session per bidirectional stream.
+
+Reads the bot's messages (Hello first, within :data:`HELLO_TIMEOUT`), hands
+actions to its :class:`~arena_server.seats.remote.RemoteSession`, answers
+challenges by starting matches through the hub, and pings idle bots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import sys
+import time
+from typing import Any
+
+import grpc
+
+from arena.v1 import bot_session_pb2 as bs
+from arena.v1 import bot_session_pb2_grpc as bs_grpc
+from arena_client.convert import (
+    params_from_proto,
+    time_control_from_proto,
+)
+from arena_games import registered_games
+from arena_server import __version__
+from arena_server.api.authority import (
+    MAX_CHALLENGE_MATCHES,
+    RATED_REFUSAL,
+    check_chosen_seed,
+    check_request_limits,
+    owns_bot,
+)
+from arena_server.bots.registry import RegistryError, check_player_name
+from arena_server.matches.hub import Hub, HubError, RunningMatch
+from arena_server.seats.remote import MAX_MESSAGE_BYTES, RemoteSession
+from arena_server.store.database import hash_token
+
+PROTOCOL_VERSION = "arena.v1"
+PING_INTERVAL = 20.0
+"""Seconds of idleness before the server pings a remote bot."""
+HELLO_TIMEOUT = 5.0
+"""Seconds a remote bot has, from opening its stream, to send its Hello."""
+PONG_BURST = 20
+"""Pongs a bot may send that answer no Ping (keep-alives) before :data:`PONG_RATE` applies."""
+PONG_RATE = 1.0
+"""Unsolicited pongs per second a bot may send in the long run; a faster bot is disconnected."""
+
+
+_HUB_CODES = {
+    "unknown_bot": bs.ERROR_CODE_UNKNOWN_BOT,
+    "unsupported_game": bs.ERROR_CODE_UNSUPPORTED_GAME,
+    "bad_params": bs.ERROR_CODE_BAD_PARAMS,
+    "forbidden": bs.ERROR_CODE_UNAUTHENTICATED,
+}
+
+
+class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
+    """``Play``: one remote bot session per stream."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self._challenge_ids = itertools.count(1)
+
+    async def Play(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
+        hub = self.hub
+        session = RemoteSession(context.write, context.peer())
+        try:
+            try:
+                first = await asyncio.wait_for(self._read(context, session), HELLO_TIMEOUT)
+            except TimeoutError:
+                reason = f"sent no Hello within {HELLO_TIMEOUT:g}s of opening the stream"
+                await session.error(
+                    bs.ERROR_CODE_NO_HELLO,
+                    f"{reason}; send BotMessage{{hello: {{protocol_version: 'arena.v1', name: ...}}}} "
+                    "as soon as the stream is open",
+                    fatal=True,
+                )
+                session.mark_closed(reason)
+                return
+            if first is None:
+                return
+            if first.WhichOneof("kind") != "hello":
+                await session.error(
+                    bs.ERROR_CODE_NO_HELLO,
+                    f"the first message must be hello, got {first.WhichOneof('kind') or 'an empty message'}; "
+                    "send BotMessage{hello: {protocol_version: 'arena.v1', name: ...}} first",
+                    fatal=True,
+                )
+                return
+            if not await self._welcome(session, first.hello):
+                return
+            pinger = asyncio.ensure_future(self._ping(session))
+            reader = asyncio.ensure_future(self._read_loop(context, session))
+            closed = asyncio.ensure_future(session.closed.wait())
+            try:
+                # The session can also be closed from the writing side (a bot that stops reading).
+                await asyncio.wait([reader, closed], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (pinger, reader, closed):
+                    task.cancel()
+                await asyncio.gather(pinger, reader, closed, return_exceptions=True)
+        finally:
+            session.mark_closed(session.close_reason or "the stream ended")
+            if hub.sessions.get(session.name) is session:
+                del hub.sessions[session.name]
+                hub.session_keys.pop(session.name, None)
+            await session.flush()  # a last fatal Error, if any, within a short deadline
+            await session.stop_writing()
+
+    async def _welcome(self, session: RemoteSession, hello: bs.Hello) -> bool:
+        hub = self.hub
+        if hello.protocol_version and hello.protocol_version != PROTOCOL_VERSION:
+            await session.error(
+                bs.ERROR_CODE_VERSION,
+                f"protocol version {hello.protocol_version!r} is not supported; this server speaks {PROTOCOL_VERSION}",
+                fatal=True,
+            )
+            return False
+        unknown = [g for g in hello.games if g not in registered_games()]
+        if unknown:
+            await session.error(
+                bs.ERROR_CODE_UNSUPPORTED_GAME,
+                f"unknown game(s) in hello: {', '.join(unknown)}; games are: {', '.join(registered_games())}",
+                fatal=True,
+            )
+            return False
+        name = hello.name.strip()
+        if not name:
+            name = hub.new_guest_name()
+            session.guest = True
+        else:
+            try:
+                name = check_player_name(name)
+            except RegistryError as exc:
+                await session.error(bs.ERROR_CODE_NAME_TAKEN, str(exc), fatal=True)
+                return False
+            in_use = hub.name_in_use(name)
+            if in_use is not None:
+                kind, other = in_use
+                same = "is already in use by" if other == name else f"looks the same as {other!r}, the name of"
+                await session.error(
+                    bs.ERROR_CODE_NAME_TAKEN,
+                    f"the name {name!r} {same} a {kind} bot; pick another name, or leave it empty to play as a guest",
+                    fatal=True,
+                )
+                return False
+            registered = await self._registered_like(name)
+            if registered is not None and registered != name:
+                await session.error(
+                    bs.ERROR_CODE_NAME_TAKEN,
+                    f"the name {name!r} looks the same as the registered bot {registered!r}; connect as "
+                    f"{registered!r} with its token, or pick another name",
+                    fatal=True,
+                )
+                return False
+            stored = await hub.store.bot_token_hash(name) if hub.store is not None else None
+            if stored is not None:
+                if not hello.token or hash_token(hello.token) != stored:
+                    await session.error(
+                        bs.ERROR_CODE_UNAUTHENTICATED,
+                        f"{name!r} is a registered bot; send its token in hello.token, or play under another name",
+                        fatal=True,
+                    )
+                    return False
+                session.guest = False
+            else:
+                session.guest = True
+        session.name = name
+        session.games = tuple(hello.games)
+        hub.sessions[name] = session
+        session_token = secrets.token_urlsafe(24)
+        hub.session_keys[name] = hash_token(session_token)
+        await session.send(
+            bs.ServerMessage(
+                welcome=bs.Welcome(
+                    bot_name=name,
+                    guest=session.guest,
+                    server_version=__version__,
+                    protocol_version=PROTOCOL_VERSION,
+                    message=f"welcome, {name}; send a challenge to play a hosted bot "
+                    f"({', '.join(sorted(hub.hosted))}) or wait to be seated",
+                    session_token=session_token,
+                )
+            )
+        )
+        return True
+
+    async def _registered_like(self, name: str) -> str | None:
+        """The registered bot name ``name`` normalises to, or None."""
+        hub = self.hub
+        if hub.registry is not None:
+            return await hub.registry.registered_like(name)
+        if hub.store is not None and await hub.store.bot_token_hash(name) is not None:
+            return name
+        return None
+
+    async def _read(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> bs.BotMessage | None:
+        """One message from the bot, or None when the stream ended (the session is then closed)."""
+        try:
+            msg = await context.read()
+        except grpc.aio.AioRpcError as exc:
+            session.mark_closed(f"the stream failed: {exc.details()}")
+            return None
+        except Exception as exc:  # undecodable bytes surface here
+            reason = f"sent a message that is not a valid arena.v1.BotMessage ({type(exc).__name__})"
+            session.protocol_violation(reason)
+            await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
+            session.mark_closed(reason)
+            return None
+        if msg is grpc.aio.EOF:
+            session.mark_closed("the bot closed the stream")
+            return None
+        assert isinstance(msg, bs.BotMessage)
+        size = msg.ByteSize()
+        if size > MAX_MESSAGE_BYTES:
+            reason = f"sent a {size}-byte message; the limit is {MAX_MESSAGE_BYTES} bytes"
+            session.protocol_violation(reason)
+            await session.error(bs.ERROR_CODE_TOO_LARGE, reason, fatal=True)
+            session.mark_closed(reason)
+            return None
+        return msg
+
+    async def _read_loop(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> None:
+        pongs = _PongBudget(session)
+        while True:
+            msg = await self._read(context, session)
+            if msg is None or session.closed.is_set():
+                return  # an evicted session reads nothing more
+            kind = msg.WhichOneof("kind")
+            if kind == "action":
+                session.on_action(msg.action)
+            elif kind == "pong":
+                if not pongs.allow(msg.pong.nonce):
+                    reason = (
+                        f"sent pongs faster than {PONG_RATE:g} per second without being pinged; "
+                        "send a Pong only to answer a Ping"
+                    )
+                    session.protocol_violation(reason)
+                    await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
+                    session.mark_closed(reason)
+                    return
+            elif kind == "challenge":
+                self.hub.spawn(self._challenge(session, msg.challenge))
+            elif kind == "resign":
+                session.on_resign(msg.resign)
+            else:
+                reason = (
+                    f"sent {kind or 'an empty message'} after hello; only action, resign, pong and challenge are valid"
+                )
+                session.protocol_violation(reason)
+                await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
+                session.mark_closed(reason)
+                return
+
+    async def _ping(self, session: RemoteSession) -> None:
+        while not session.closed.is_set():
+            await asyncio.sleep(PING_INTERVAL)
+            if session.seat is None:
+                session.ping_nonce += 1
+                await session.send(bs.ServerMessage(ping=bs.Ping(nonce=session.ping_nonce)))
+
+    async def _challenge(self, session: RemoteSession, ch: bs.Challenge) -> None:
+        hub = self.hub
+        challenge_id = f"c-{next(self._challenge_ids)}"
+
+        async def status(state: int, **kw: Any) -> None:
+            await session.send(
+                bs.ServerMessage(
+                    challenge_status=bs.ChallengeStatus(challenge_id=challenge_id, state=state, **kw)  # type: ignore[arg-type]
+                )
+            )
+
+        try:
+            if hub.sessions.get(session.name) is not session:
+                raise HubError("forbidden", f"this session no longer holds the name {session.name!r}; reconnect")
+            if ch.rated:
+                raise HubError("bad_params", RATED_REFUSAL)
+            game = hub.resolve_game(ch.game, params_from_proto(ch.params))
+            if ch.opponent == session.name:
+                raise HubError("bad_params", "a bot cannot challenge itself; name another opponent")
+            hub.check_bots(
+                game, [ch.opponent] * game.num_players if game.num_players > 2 else [ch.opponent, ch.opponent]
+            )
+            if session.games and game.name not in session.games:
+                raise HubError("unsupported_game", f"you said in hello that you play {', '.join(session.games)}")
+            tc = time_control_from_proto(ch.time_control) if ch.HasField("time_control") else None
+            check_request_limits(game, tc)
+            if ch.matches > MAX_CHALLENGE_MATCHES:
+                raise HubError(
+                    "bad_params", f"matches={ch.matches} is over the limit of {MAX_CHALLENGE_MATCHES} per challenge"
+                )
+            if ch.seed:
+                check_chosen_seed(hub, [ch.opponent])
+                if not await self._owns(ch.opponent, ch.opponent_token):
+                    raise HubError(
+                        "forbidden",
+                        f"a chosen seed is only for matches between your own bots; send {ch.opponent!r}'s token in "
+                        "opponent_token, or leave the seed empty",
+                    )
+        except (HubError, ValueError) as exc:
+            code = getattr(exc, "code", "bad_params")
+            await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
+            await session.error(_HUB_CODES.get(code, bs.ERROR_CODE_BAD_PARAMS), str(exc))
+            return
+        count = max(ch.matches, 1)
+        for index in range(count):
+            if session.closed.is_set() or hub.stopping:
+                return
+            fixed = ch.HasField("seat") and ch.seat >= 0
+            my_seat = ch.seat % game.num_players if fixed else index % game.num_players
+            names = [ch.opponent] * game.num_players
+            names[my_seat] = session.name
+
+            async def queued(name: str, position: int) -> None:
+                await status(
+                    bs.ChallengeStatus.STATE_QUEUED,
+                    queue_position=position,
+                    reason=f"{name} is playing another match; you are number {position} in its queue",
+                )
+
+            try:
+                running: RunningMatch = await hub.start_match(
+                    game, names, tc, ch.seed or None, on_queued=queued, seed_chosen=bool(ch.seed)
+                )
+            except HubError as exc:  # includes a database that cannot record the match (code "store")
+                await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
+                return
+            except Exception as exc:  # never leave the bot waiting for a match that will not come
+                reason = f"the server could not start the match: {exc!r}"
+                print(f"arena: challenge {challenge_id} from {session.name}: {reason}", file=sys.stderr, flush=True)
+                await status(bs.ChallengeStatus.STATE_REFUSED, reason=reason)
+                return
+            await status(bs.ChallengeStatus.STATE_STARTED, match_id=running.record.match_id)
+            if running.task is not None:
+                await asyncio.wait([running.task])
+        await status(bs.ChallengeStatus.STATE_DONE)
+
+    async def _owns(self, name: str, token: str) -> bool:
+        return await owns_bot(self.hub, name, token)
+
+
+class _PongBudget:
+    """Pongs answering the server's last Ping are free; others (keep-alives) come from a token bucket.
+
+    A bot flooding pongs would cost the event loop a read per pong, at the
+    expense of every other match; past the bucket it is disconnected.
+    """
+
+    def __init__(self, session: RemoteSession) -> None:
+        self.session = session
+        self.tokens = float(PONG_BURST)
+        self.last = time.monotonic()
+        self.answered = 0
+
+    def allow(self, nonce: int) -> bool:
+        """Count one pong; False once the bot sends them faster than the budget."""
+        if nonce and nonce == self.session.ping_nonce and nonce != self.answered:
+            self.answered = nonce
+            return True
+        now = time.monotonic()
+        self.tokens = min(float(PONG_BURST), self.tokens + (now - self.last) * PONG_RATE)
+        self.last = now
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True

@@ -1,0 +1,51 @@
+"""The seat interface: how the referee talks to one participant, whatever its transport."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from arena_client.types import (
+    MatchInfo,
+    MatchResult,
+    PublicMove,
+    SeatInfo,
+    Turn,
+    Update,
+)
+from arena_server.referee.records import Answer
+
+
+class Seat(abc.ABC):
+    """One participant's connection to a match.
+
+    Synchronous seats (in-process bots) implement :meth:`act_now` and set
+    ``synchronous = True``; the referee calls them without awaiting.
+    Asynchronous seats implement :meth:`ask` with a deadline.
+    """
+
+    synchronous: bool = False
+    wants_updates: bool = True
+
+    def __init__(self, info: SeatInfo) -> None:
+        self.info = info
+
+    @abc.abstractmethod
+    async def start(self, match: MatchInfo) -> Answer | None:
+        """Tell the seat a match begins. Returns an Answer carrying a failure if it cannot play."""
+
+    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
+        """Send ``turn`` (with the public ``moves`` the seat has not seen) and await the answer."""
+        raise NotImplementedError
+
+    def act_now(self, turn: Turn, moves: Sequence[PublicMove], update: Update | None) -> Answer:
+        """Synchronous seats: decide at once."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def update(self, update: Update) -> None:
+        """Deliver public moves to a seat that is not about to act (must not block)."""
+
+    @abc.abstractmethod
+    async def end(self, result: MatchResult) -> None:
+        """Tell the seat the match is over (must not raise)."""
