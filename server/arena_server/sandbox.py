@@ -383,8 +383,9 @@ async def probe_isolation(limits: Limits) -> Isolation:
                 user,
                 not limits.network,
                 True,
-                f"{net_words}; own PID namespace; own mount and IPC namespaces; private root with read-only system and bot "
-                f"files, {limits.scratch_bytes >> 20} MiB /tmp; {who} outside, nobody inside ({pieces}){extra}",
+                f"{net_words}; own PID namespace; own mount and IPC namespaces; private root with read-only "
+                f"system and bot files, {limits.scratch_bytes >> 20} MiB /tmp; {who} outside, nobody inside "
+                f"({pieces}){extra}",
                 owner,
                 "newroot",
                 python,
@@ -395,15 +396,15 @@ async def probe_isolation(limits: Limits) -> Isolation:
         inner = [f"--map-user={inner_uid}", f"--map-group={inner_gid}"]
         userns = (unshare, "--user", *inner, *net, "--pid", "--fork", "--kill-child", "--")
         if await _works([*userns, *_init(), "true"], user):
-            found = Isolation(
-                userns, user, not limits.network, True, f"{net_words}; own PID namespace; {who}", owner
-            )
+            found = Isolation(userns, user, not limits.network, True, f"{net_words}; own PID namespace; {who}", owner)
         elif os.geteuid() == 0:
             rootns: tuple[str, ...] = (unshare, *net, "--pid", "--fork", "--kill-child", "--")
             if user is not None and setpriv:
                 rootns += (setpriv, f"--reuid={user[1]}", f"--regid={user[2]}", "--clear-groups", "--")
             if (user is None or setpriv) and await _works([*rootns, *_init(), "true"], None):
-                found = Isolation(rootns, None, not limits.network, True, f"{net_words}; own PID namespace; {who}", owner)
+                found = Isolation(
+                    rootns, None, not limits.network, True, f"{net_words}; own PID namespace; {who}", owner
+                )
     if found is None:
         found = Isolation(
             (), user, False, False, f"network NOT isolated (no usable unshare here); no PID namespace; {who}", owner

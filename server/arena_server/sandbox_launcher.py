@@ -22,12 +22,15 @@ and reported on stderr as ``[arena] sandbox: ...``; with ``"probe": true`` nothi
 executed and a JSON line says which pieces worked.
 """
 
+from __future__ import annotations
+
 import ctypes
 import json
 import os
 import resource
 import struct
 import sys
+from typing import Any
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -53,26 +56,26 @@ FS_READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 NET_BIND_TCP, NET_CONNECT_TCP = 1, 2
 SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1, 2
 
-notes = []
-done = []
+notes: list[str] = []
+done: list[str] = []
 
 
-def note(text):
+def note(text: str) -> None:
     notes.append(text)
 
 
-def err(what):
+def err(what: str) -> str:
     code = ctypes.get_errno()
     return f"{what}: {os.strerror(code)}"
 
 
-def mount(source, target, fstype, flags, data=None):
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
     if libc.mount(enc[0], enc[1], enc[2], flags, enc[3]) != 0:
         raise OSError(err(f"mount {target}"))
 
 
-def mountpoint(path, like):
+def mountpoint(path: str, like: str) -> None:
     if os.path.isdir(like):
         os.makedirs(path, exist_ok=True)
     else:
@@ -81,7 +84,7 @@ def mountpoint(path, like):
             open(path, "w").close()
 
 
-def lock_flags(path):
+def lock_flags(path: str) -> int:
     flags = os.statvfs(path).f_flag
     out = 0
     for st, ms in ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME), (2048, MS_NODIRATIME)):
@@ -92,7 +95,7 @@ def lock_flags(path):
     return out
 
 
-def bind(source, root, writable, target=None):
+def bind(source: str, root: str, writable: bool, target: str | None = None) -> None:
     target = root + (target or source)
     if os.path.islink(source):
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -110,7 +113,7 @@ def bind(source, root, writable, target=None):
         mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | lock_flags(source))
 
 
-def build_root(cfg):
+def build_root(cfg: dict[str, Any]) -> None:
     root = cfg["root"]
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
@@ -155,7 +158,7 @@ def build_root(cfg):
     done.append("newroot")
 
 
-def become_nobody():
+def become_nobody() -> None:
     if libc.unshare(CLONE_NEWUSER) != 0:
         raise OSError(err("nested user namespace"))
     for name, text in (("setgroups", "deny"), ("uid_map", "65534 0 1"), ("gid_map", "65534 0 1")):
@@ -166,7 +169,7 @@ def become_nobody():
     done.append("nobody")
 
 
-def drop_capabilities():
+def drop_capabilities() -> None:
     """Fallback when a nested user namespace is refused: an empty capability set."""
     for cap in range(64):
         libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP; fails harmlessly past the last capability
@@ -177,7 +180,7 @@ def drop_capabilities():
     done.append("nocaps")
 
 
-def landlock(cfg):
+def landlock(cfg: dict[str, Any]) -> None:
     abi = libc.syscall(SYS_LANDLOCK_CREATE, None, 0, 1)
     if abi < 1:
         raise OSError(err("Landlock"))
@@ -224,7 +227,7 @@ def landlock(cfg):
 AUDIT_ARCH = {"x86_64": (0xC000003E, (319, 447)), "aarch64": (0xC00000B7, (279, 447))}
 
 
-def seccomp():
+def seccomp() -> None:
     arch = AUDIT_ARCH.get(os.uname().machine)
     if arch is None:
         raise OSError(f"no seccomp filter for {os.uname().machine}")
@@ -249,12 +252,12 @@ def seccomp():
     done.append("seccomp")
 
 
-def set_limits(cfg):
+def set_limits(cfg: dict[str, Any]) -> None:
     for name, value in cfg["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (value[0], value[1]))
 
 
-def main():
+def main() -> None:
     cfg = json.loads(sys.argv[1])
     argv = sys.argv[2:]
     if cfg["mode"] == "newroot":
@@ -287,8 +290,9 @@ def main():
     os.execve(argv[0], argv, cfg["env"])
 
 
-try:
-    main()
-except OSError as exc:
-    sys.stderr.write(f"[arena] sandbox: could not build the sandbox: {exc}\n")
-    sys.exit(126)
+if __name__ == "__main__":
+    try:
+        main()
+    except OSError as exc:
+        sys.stderr.write(f"[arena] sandbox: could not build the sandbox: {exc}\n")
+        sys.exit(126)

@@ -8,7 +8,7 @@ import signal
 import sys
 
 from arena_bots import hosted_bots
-from arena_server.bot_registry import prepare_registry
+from arena_server.bot_registry import check_sandbox, prepare_registry
 from arena_server.commands import CliError
 from arena_server.commands.common import add_time_control_arguments, open_database, time_control_from_args
 from arena_server.commands.ladder import add_serve_arguments as add_ladder_arguments
@@ -32,6 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="where submitted bots are stored (default: arena-data/ next to the database)",
     )  # issue 4
+    p.add_argument(
+        "--allow-unsandboxed-uploads",
+        action="store_true",
+        help="accept submitted bots even where this kernel cannot confine their filesystem (see README)",
+    )  # issue 12
     add_time_control_arguments(p)
     add_ladder_arguments(p)  # issue 5
     p.set_defaults(func=run)
@@ -41,16 +46,33 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is out of range; use 0..65535")
     tc = time_control_from_args(args)
-    return asyncio.run(_serve(args.host, args.port, args.db, tc, ladder_config(args), data_dir=args.data_dir))
+    return asyncio.run(
+        _serve(
+            args.host,
+            args.port,
+            args.db,
+            tc,
+            ladder_config(args),
+            data_dir=args.data_dir,
+            allow_unsandboxed=args.allow_unsandboxed_uploads,
+        )
+    )
 
 
 async def _serve(
-    host: str, port: int, db: str, tc: object, ladder_cfg: LadderConfig | None = None, data_dir: str | None = None
+    host: str,
+    port: int,
+    db: str,
+    tc: object,
+    ladder_cfg: LadderConfig | None = None,
+    data_dir: str | None = None,
+    allow_unsandboxed: bool = False,
 ) -> int:
     store = await open_database(db)
     hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
     if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
         await prepare_registry(hub.registry, data_dir)
+        await check_sandbox(hub.registry, allow_unsandboxed)  # issue 12
     try:
         server, bound = await build_server(hub, host, port)
     except OSError as exc:
