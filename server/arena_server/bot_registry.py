@@ -354,8 +354,8 @@ class BotRegistry:
         if total > MAX_DATA_DIR_BYTES:
             raise RegistryError(
                 "quota",
-                f"submitted bots take {total / (1 << 30):.1f} GiB on this server, over its limit of "
-                f"{MAX_DATA_DIR_BYTES >> 30} GiB; ask the operator to make room",
+                f"submitted bots would take {total / (1 << 20):.1f} MiB on this server with this version, over its "
+                f"limit of {MAX_DATA_DIR_BYTES >> 20} MiB for all bots; ask the operator to make room",
             )
 
     async def _reserve_version(self, bot_id: int, command: str, framing: Framing, games: tuple[str, ...]) -> int:
