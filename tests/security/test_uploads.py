@@ -10,7 +10,9 @@ import io
 import stat
 import struct
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import grpc
 import pytest
@@ -24,7 +26,7 @@ from tests.server.test_bot_registry import PLAIN_BOT, bots, data_dir, register, 
 __all__ = ["bots", "data_dir"]  # fixtures shared with the registry tests
 
 
-def zip_with(files: dict[str, bytes], links: dict[str, str] = {}) -> bytes:
+def zip_with(files: dict[str, bytes], links: Mapping[str, str] = MappingProxyType({})) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():
