@@ -357,6 +357,30 @@ async def _probe_launcher(
     return None
 
 
+async def landlock_isolation(base: Isolation, limits: Limits) -> Isolation | None:
+    """``base`` plus Landlock on the host's paths (no mount namespace), or None where Landlock fails.
+
+    The fallback where user namespaces are refused: the launcher runs behind ``base.prefix``
+    and confines the bot to the same read-only paths and its scratch directory.
+    """
+    probed = await _probe_launcher(base.prefix, "landlock", limits, base.user)
+    if probed is None or not any(p.startswith("landlock") for p in probed[1]):
+        return None
+    python, done, notes = probed
+    degraded = f"; degraded: {'; '.join(notes)}" if notes else ""
+    return Isolation(
+        base.prefix,
+        base.user,
+        base.network_isolated,
+        base.pid_namespace,
+        f"{base.description}; no mount namespace: Landlock alone confines the filesystem ({', '.join(done)}){degraded}",
+        base.owner,
+        "landlock",
+        python,
+        tuple(notes),
+    )
+
+
 async def probe_isolation(limits: Limits) -> Isolation:
     """Find the strongest isolation that works here for ``limits`` (cached per process)."""
     user = resolve_user(limits.run_as)
@@ -410,30 +434,14 @@ async def probe_isolation(limits: Limits) -> Isolation:
             (), user, False, False, f"network NOT isolated (no usable unshare here); no PID namespace; {who}", owner
         )
     if found.filesystem == "none":
-        probed = await _probe_launcher(found.prefix, "landlock", limits, found.user)
-        if probed is not None and any(p.startswith("landlock") for p in probed[1]):
-            python, done, notes = probed
-            found = Isolation(
-                found.prefix,
-                found.user,
-                found.network_isolated,
-                found.pid_namespace,
-                f"{found.description}; no mount namespace: Landlock alone confines the filesystem "
-                f"({', '.join(done)}; {'; '.join(notes)})",
-                owner,
-                "landlock",
-                python,
-                tuple(notes),
-            )
-        else:
-            found = Isolation(
-                found.prefix,
-                found.user,
-                found.network_isolated,
-                found.pid_namespace,
-                f"{found.description}; filesystem NOT confined (neither mount namespaces nor Landlock work here)",
-                owner,
-            )
+        found = await landlock_isolation(found, limits) or Isolation(
+            found.prefix,
+            found.user,
+            found.network_isolated,
+            found.pid_namespace,
+            f"{found.description}; filesystem NOT confined (neither mount namespaces nor Landlock work here)",
+            owner,
+        )
     _PROBES[key] = found
     return found
 

@@ -159,9 +159,10 @@ def build_root(cfg: dict[str, Any]) -> None:
 
 
 def become_nobody() -> None:
+    uid, gid = os.getuid(), os.getgid()
     if libc.unshare(CLONE_NEWUSER) != 0:
         raise OSError(err("nested user namespace"))
-    for name, text in (("setgroups", "deny"), ("uid_map", "65534 0 1"), ("gid_map", "65534 0 1")):
+    for name, text in (("setgroups", "deny"), ("uid_map", f"65534 {uid} 1"), ("gid_map", f"65534 {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
     os.setresgid(65534, 65534, 65534)

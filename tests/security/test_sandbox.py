@@ -25,7 +25,17 @@ import pytest
 
 from arena_client import Termination
 from arena_server.referee import MatchRecord
-from arena_server.sandbox import DEFAULT_PATH, Limits, probe_isolation, resolve_user, switch_user
+from arena_server.sandbox import (
+    DEFAULT_PATH,
+    Isolation,
+    Limits,
+    bot_environment,
+    build_launch,
+    landlock_isolation,
+    probe_isolation,
+    resolve_user,
+    switch_user,
+)
 from arena_server.stdio import Framing
 from arena_server.store import Store
 from arena_server.subprocess_seat import BotProgram, SubprocessSeat
@@ -250,3 +260,47 @@ async def test_the_shared_mapping_route_beats_rlimit_data_alone(shared_dir: Path
     )  # type: ignore[arg-type]
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert outcomes(err.decode())["mem:shared"][0], err.decode()
+
+
+async def test_landlock_alone_still_confines_the_filesystem(shared_dir: Path) -> None:
+    """The fallback for kernels without user namespaces: no private root, Landlock rules on host paths."""
+    user = resolve_user("auto")
+    base = Isolation((), user, False, False, "no namespaces", None if user is None else (user[1], user[2]))
+    isolation = await landlock_isolation(base, Limits())
+    if isolation is None:
+        pytest.skip("this kernel has no Landlock")
+    db = shared_dir / "arena.db"
+    store = await Store.open(db)
+    await store.close()
+    db.chmod(0o644)
+    own = bot_dir(shared_dir, "attacker")
+    other = bot_dir(shared_dir, "victim")
+    scratch = Path(tempfile.mkdtemp(prefix="arena-scratch-"))
+    if isolation.owner is not None:
+        os.chown(scratch, *isolation.owner)
+    attacks = (f"read:{db}", f"read:{other / 'attacker.py'}", f"list:{shared_dir}", "list:/proc", "write:/tmp/x")
+    try:
+        spec = build_launch(
+            ["python3", "attacker.py", *attacks, f"write:{scratch / 'ok'}"],
+            str(own),
+            bot_environment(str(scratch)),
+            Limits(),
+            isolation,
+            workdir=str(own),
+            scratch=str(scratch),
+        )
+        proc = await asyncio.create_subprocess_exec(
+            *spec.argv,
+            cwd=spec.cwd,
+            env=spec.env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            **spec.popen_kwargs,  # type: ignore[arg-type]
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    results = outcomes(err.decode())
+    assert_blocked(results, *attacks)
+    assert results[f"write:{scratch / 'ok'}"][0], err.decode()
