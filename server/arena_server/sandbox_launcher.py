@@ -145,6 +145,11 @@ def build_root(cfg: dict[str, Any]) -> None:
     try:
         mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         done.append("proc")
+        for sub in ("sys", "sysrq-trigger"):  # kernel knobs stay read-only, whoever the bot maps to
+            path = f"{root}/proc/{sub}"
+            if os.path.exists(path):
+                mount(path, path, None, MS_BIND | MS_REC)
+                mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | lock_flags(path))
     except OSError as exc:
         note(f"no /proc ({exc})")
     os.chdir(root)
