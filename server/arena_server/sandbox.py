@@ -25,6 +25,7 @@ import json
 import os
 import pwd
 import resource
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -269,7 +270,8 @@ def bot_paths(command: Sequence[str], workdir: str | None, env: Mapping[str, str
     """The bot's own files, readable by it: its working directory.
 
     Without a working directory (a local command such as ``python3 /path/bot.py``), the
-    directories of the absolute paths named in the command. A submitted bot always has
+    directories of the absolute paths named in the command (also inside a shell command
+    line such as ``sh -c "python3 /path/bot.py"``). A submitted bot always has
     its own working directory, so an uploader cannot name other paths this way. The
     directories in ``PYTHONPATH`` and ``NODE_PATH`` of the environment the operator gave
     (never set for submitted bots) are added too.
@@ -281,7 +283,13 @@ def bot_paths(command: Sequence[str], workdir: str | None, env: Mapping[str, str
                 out.append(os.path.realpath(entry))
     if workdir is not None:
         return [os.path.realpath(workdir), *out]
+    words: list[str] = []
     for arg in command:
+        try:
+            words += shlex.split(arg) if " " in arg else [arg]
+        except ValueError:
+            words.append(arg)
+    for arg in words:
         if not arg.startswith("/") or not os.path.exists(arg):
             continue
         folder = arg if os.path.isdir(arg) else os.path.dirname(arg)
