@@ -75,7 +75,8 @@ async def main(n: int) -> None:
     for name, isolation in (("old", old_isolation(limits)), ("new", new), ("old", old_isolation(limits)), ("new", new)):
         t = await starts(isolation, limits, n)
         print(
-            f"{name}: {n} starts, mean {statistics.mean(t) * 1000:.1f} ms, median {statistics.median(t) * 1000:.1f} ms, "
+            f"{name}: {n} starts, mean {statistics.mean(t) * 1000:.1f} ms, "
+            f"median {statistics.median(t) * 1000:.1f} ms, "
             f"p95 {sorted(t)[int(n * 0.95) - 1] * 1000:.1f} ms ({isolation.filesystem})",
             flush=True,
         )
