@@ -331,6 +331,7 @@ def launcher_config(
             "known": list(known),
             "probe": probe,
             "here": here,
+            "network": limits.network,
         },
         separators=(",", ":"),
     )

@@ -192,7 +192,8 @@ def landlock(cfg: dict[str, Any]) -> None:
         raise OSError(err("Landlock"))
     fs_all = FS_ALL_ABI.get(abi, (1 << 16) - 1)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
-    attr = struct.pack("QQQ", fs_all, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0, 3 if abi >= 6 else 0)
+    net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 and not cfg.get("network") else 0
+    attr = struct.pack("QQQ", fs_all, net, SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0)
     buf = ctypes.create_string_buffer(attr[:size])
     ruleset = libc.syscall(SYS_LANDLOCK_CREATE, buf, size, 0)
     if ruleset < 0:
@@ -224,7 +225,7 @@ def landlock(cfg: dict[str, Any]) -> None:
     finally:
         os.close(ruleset)
     done.append(f"landlock{abi}")
-    if abi < 4:
+    if abi < 4 and not cfg.get("network"):
         note(f"Landlock ABI {abi}: no TCP rules")
     if abi < 6:
         note(f"Landlock ABI {abi}: abstract sockets and signals not scoped")
