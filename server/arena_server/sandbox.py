@@ -1,20 +1,23 @@
-"""Sandboxing for subprocess bots: resource limits, a scrubbed environment, namespaces.
+"""Sandboxing for subprocess bots: a private filesystem view, no network, resource limits.
 
 What can be applied depends on the machine, so it is detected at run time (once per
-process and user) and the result is written at the top of every bot's log:
+process and user, :func:`probe_isolation`) and the result is written at the top of every
+bot's log. From strongest to weakest:
 
-* **Resource limits** (CPU time, memory, processes, file size, open files, no core
-  dumps) through util-linux ``prlimit`` wrapped around the bot's command, or, when
-  that program is missing, ``setrlimit`` in the child before ``exec``.
-* **A user**: when the server runs as root, bots run as ``nobody`` by default; a bot
-  never runs with the server's privileges.
-* **Namespaces** through util-linux ``unshare``: a network namespace with only a
-  downed loopback (no network at all), and a PID namespace so that every process the
-  bot starts, even one that calls ``setsid``, dies with it. An unprivileged user
-  namespace is tried first (it works without root where the kernel allows it), then,
-  as root, plain namespaces followed by ``setpriv`` to drop to the bot user.
+* ``newroot``: util-linux ``unshare`` makes user, mount, PID, IPC and network namespaces
+  (no root needed), and :mod:`arena_server.sandbox_launcher` builds a private root holding
+  only the system directories and the bot's own files (read-only) and a size-limited
+  ``/tmp``, then drops to ``nobody`` in a nested user namespace and applies Landlock, a
+  seccomp filter and the limits (``setrlimit``) before it execs the bot.
+* ``landlock``: without user namespaces, the launcher applies the same Landlock rules to
+  the host's paths (with a scratch directory removed after the match); namespaces that
+  still work (as root: plain ones and ``setpriv``) are kept.
+* ``none``: limits through ``prlimit``, namespaces where possible, and a log line saying
+  that the filesystem is not confined (``arena serve`` then refuses uploads by default).
 
-Nothing here blocks the event loop: the probe runs through asyncio subprocesses.
+When the server runs as root, bots run as ``nobody`` by default; a bot never runs with
+the server's privileges. Every process a bot starts lives in its PID namespace and dies
+with it. Nothing here blocks the event loop: the probe runs through asyncio subprocesses.
 """
 
 from __future__ import annotations
