@@ -22,9 +22,9 @@ with it. Nothing here blocks the event loop: the probe runs through asyncio subp
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import glob
-import json
 import os
 import pwd
 import resource
@@ -320,8 +320,8 @@ def launcher_config(
     probe: bool = False,
     here: str | None = None,
 ) -> str:
-    """The JSON configuration :mod:`arena_server.sandbox_launcher` reads from its first argument."""
-    return json.dumps(
+    """The configuration :mod:`arena_server.sandbox_launcher` reads from its first argument (a Python literal)."""
+    return repr(
         {
             "mode": mode,
             "root": _newroot_parent([*read, *write, *([here] if here else [])]),
@@ -335,8 +335,7 @@ def launcher_config(
             "probe": probe,
             "here": here,
             "network": limits.network,
-        },
-        separators=(",", ":"),
+        }
     )
 
 
@@ -362,8 +361,8 @@ async def _probe_launcher(
         if not ok:
             continue
         try:
-            report = json.loads(out.decode().strip().splitlines()[-1])
-        except (ValueError, IndexError):
+            report = ast.literal_eval(out.decode().strip().splitlines()[-1])
+        except (ValueError, SyntaxError, IndexError):
             continue
         return python, list(report["done"]), list(report["notes"])
     return None
