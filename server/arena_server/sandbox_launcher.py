@@ -29,7 +29,10 @@ import os
 import resource
 import struct
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # importing typing (and re, collections) costs more than the rest of the launcher
+if TYPE_CHECKING:
+    from typing import Any
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
