@@ -304,3 +304,35 @@ async def test_landlock_alone_still_confines_the_filesystem(shared_dir: Path) ->
     results = outcomes(err.decode())
     assert_blocked(results, *attacks)
     assert results[f"write:{scratch / 'ok'}"][0], err.decode()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [
+            "node",
+            "-e",
+            "require('fs').writeFileSync('/tmp/x', 'ok'); console.log(require('fs').readFileSync('/tmp/x', 'utf8'))",
+        ],
+        ["python3", "-c", "import multiprocessing, sqlite3, ssl; print('ok')"],
+    ],
+    ids=["node", "python"],
+)
+async def test_runtimes_start_under_the_default_limits(command: list[str]) -> None:
+    """RLIMIT_AS of 1 GiB and the private root still let Node and Python start and use /tmp."""
+    if shutil.which(command[0]) is None:
+        pytest.skip(f"{command[0]} is not installed")
+    limits = Limits()
+    spec = build_launch(command, None, bot_environment("/tmp"), limits, await probe_isolation(limits))
+    proc = await asyncio.create_subprocess_exec(
+        *spec.argv,
+        cwd=spec.cwd,
+        env=spec.env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        **spec.popen_kwargs,  # type: ignore[arg-type]
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert b"ok" in out
