@@ -2,7 +2,8 @@
 
 Usage: attacker.py ATTACK... where each ATTACK is ``kind:argument``:
 
-* ``read:PATH`` - read a file; ``list:PATH`` - list a directory; ``write:PATH`` - create a file;
+* ``read:PATH`` - read a file; ``list:PATH`` - list a directory; ``write:PATH`` - create a file
+  (``~`` is its HOME);
 * ``tcp:HOST:PORT``, ``udp:HOST:PORT``, ``unix:PATH``, ``abstract:NAME`` - connect / send;
 * ``mem:ROUTE`` - take 2 GiB by ROUTE (``heap``, ``shared``, ``devzero``, ``devshm``,
   ``memfd``, ``sysv``) and touch every page;
@@ -89,7 +90,7 @@ def attack(kind: str, arg: str) -> str:
     if kind == "list":
         return ",".join(sorted(os.listdir(arg)))
     if kind == "write":
-        with open(arg, "w") as f:
+        with open(os.path.expanduser(arg), "w") as f:
             f.write("escaped")
         return "written"
     if kind in ("tcp", "udp"):

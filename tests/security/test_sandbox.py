@@ -175,11 +175,12 @@ async def test_bot_writes_only_its_private_tmp_and_leaves_nothing_behind(shared_
     control = await unsandboxed(own, attacks[0])
     assert control[attacks[0]][0], control
     (open_dir / "escaped").unlink()
-    results, record, seat = await sandboxed(own, *attacks, "write:/tmp/scratch-file", f"leave:{word}", word)
+    results, record, seat = await sandboxed(own, *attacks, "write:~/scratch-file", f"leave:{word}", word)
     assert record.termination == Termination.NORMAL, record.reason
     assert_blocked(results, *attacks)
-    assert results["write:/tmp/scratch-file"][0], "the bot must be able to write its private /tmp"
-    assert results[f"leave:{word}"][0] and "/dev/shm" in results[f"leave:{word}"][1]
+    assert results["write:~/scratch-file"][0], "the bot must be able to write its private scratch directory"
+    if (await probe_isolation(Limits())).filesystem == "newroot":
+        assert results[f"leave:{word}"][1] == "in /tmp,/dev/shm,/tmp", results[f"leave:{word}"]
     assert not (open_dir / "escaped").exists() and not (own / "planted.py").exists()
     for folder in ("/tmp", "/dev/shm", "/var/tmp", str(shared_dir)):
         assert not list(Path(folder).rglob(word)), f"a file the bot left survived the match in {folder}"
