@@ -455,7 +455,7 @@ async def check_sandbox(registry: BotRegistry, allow_unsandboxed: bool) -> None:
 
     isolation = await probe_isolation(registry.limits)
     if isolation.filesystem_confined:
-        print(f"arena: bot sandbox: {isolation.filesystem} ({isolation.description})", flush=True)
+        print(f"arena: bot sandbox: {isolation.filesystem} ({isolation.description})", file=sys.stderr, flush=True)
         return
     print(
         "arena: warning: this kernel offers neither Landlock nor user+mount namespaces: subprocess bots can read "
