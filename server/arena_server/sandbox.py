@@ -80,6 +80,8 @@ class Limits:
         require_isolation: Refuse to start a bot when the network cannot be cut off.
         writable: Extra host directories the bot may write (for trusted local bots and
             tests; never set for submitted bots).
+        readable: Extra host directories every bot may read, such as a toolchain under
+            ``/opt`` (never put the database or the data directory here).
     """
 
     cpu_seconds: int | None = 600
@@ -92,6 +94,7 @@ class Limits:
     run_as: str | None = RUN_AS_AUTO
     require_isolation: bool = False
     writable: tuple[str, ...] = ()
+    readable: tuple[str, ...] = ()
 
     def describe(self) -> str:
         def size(n: int | None) -> str:
@@ -232,8 +235,12 @@ def _init() -> tuple[str, ...]:
     return ("/bin/sh", "-c", INIT_SHELL, "arena-init")
 
 
-SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
-"""Host directories every bot may read (and execute from): the system's programs and libraries."""
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Host directories every bot may read (and execute from): the system's programs and libraries.
+
+``/opt`` is left out (servers keep their own data there too); add a toolchain installed
+there with ``Limits(readable=("/opt/toolchain",))``.
+"""
 
 ETC_PATHS = (
     "alternatives",
@@ -501,7 +508,7 @@ def build_launch(
     argv: list[str] = list(isolation.prefix)
     preexec: Callable[[], None] | None = None
     if isolation.launcher is not None:
-        read = [*system_paths(), *bot_paths(command, workdir, env)]
+        read = [*system_paths(), *limits.readable, *bot_paths(command, workdir, env)]
         if isolation.filesystem == "newroot":
             home = "/tmp"
             write = list(limits.writable)
