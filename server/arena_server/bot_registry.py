@@ -451,11 +451,21 @@ async def check_sandbox(registry: BotRegistry, allow_unsandboxed: bool) -> None:
     """At start-up: say how bots are isolated; without a filesystem sandbox, refuse uploads unless allowed."""
     import sys
 
-    from arena_server.sandbox import probe_isolation
+    from arena_server.sandbox import probe_isolation, system_paths
 
     isolation = await probe_isolation(registry.limits)
     if isolation.filesystem_confined:
         print(f"arena: bot sandbox: {isolation.filesystem} ({isolation.description})", file=sys.stderr, flush=True)
+        readable = [*system_paths(), *registry.limits.readable]
+        for what, path in (("database", str(registry.store.path)), ("data directory", str(registry.data_dir))):
+            real = os.path.realpath(path)
+            inside = [p for p in readable if real == os.path.realpath(p) or real.startswith(os.path.realpath(p) + "/")]
+            if inside:
+                print(
+                    f"arena: warning: the {what} {real} is under {inside[0]}, which every bot may read; move it",
+                    file=sys.stderr,
+                    flush=True,
+                )
         return
     print(
         "arena: warning: this kernel offers neither Landlock nor user+mount namespaces: subprocess bots can read "
