@@ -13,7 +13,7 @@ site-packages, no file the bot's user would have to read), with its configuratio
 2. enters a nested user namespace as ``nobody`` (uid 65534), which drops every capability;
 3. sets ``no_new_privs``, the resource limits, a Landlock ruleset (filesystem rules,
    no TCP bind/connect, abstract Unix sockets and signals scoped to the sandbox) and a
-   seccomp filter denying ``memfd_create`` and ``memfd_secret``;
+   seccomp filter (:data:`DENIED_SYSCALLS`: memfd, kernel keyrings, perf events, ...);
 4. execs the PID-namespace init shell, which runs the bot.
 
 Without a mount namespace (``"mode": "landlock"``) step 1 is skipped and Landlock alone
@@ -233,27 +233,26 @@ def landlock(cfg: dict[str, Any]) -> None:
         note(f"Landlock ABI {abi}: abstract sockets and signals not scoped")
 
 
-AUDIT_ARCH = {"x86_64": (0xC000003E, (319, 447)), "aarch64": (0xC00000B7, (279, 447))}
+DENIED_SYSCALLS = {
+    # memfd_create, memfd_secret: memory outside every limit; add_key, request_key, keyctl: the
+    # user keyring, shared by every bot of the same user (a channel between bots);
+    # perf_event_open: a side channel; userfaultfd, io_uring_setup: kernel attack surface
+    "x86_64": (0xC000003E, (319, 447, 248, 249, 250, 298, 323, 425)),
+    "aarch64": (0xC00000B7, (279, 447, 217, 218, 219, 241, 282, 425)),
+}
 
 
 def seccomp() -> None:
-    arch = AUDIT_ARCH.get(os.uname().machine)
+    arch = DENIED_SYSCALLS.get(os.uname().machine)
     if arch is None:
         raise OSError(f"no seccomp filter for {os.uname().machine}")
-    audit, (memfd, secret) = arch
+    audit, denied = arch
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
-    prog = [
-        (ld, 0, 0, 4),
-        (jeq, 1, 0, audit),
-        (ret, 0, 0, deny),
-        (ld, 0, 0, 0),
-        (jge, 2, 0, 0x40000000),
-        (jeq, 1, 0, memfd),
-        (jeq, 0, 1, secret),
-        (ret, 0, 0, deny),
-        (ret, 0, 0, allow),
-    ]
+    n = len(denied)
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, audit), (ret, 0, 0, deny), (ld, 0, 0, 0), (jge, n, 0, 0x40000000)]
+    prog += [(jeq, n - 1 - i, 0, nr) for i, nr in enumerate(denied[:-1])]  # jump to the deny below
+    prog += [(jeq, 0, 1, denied[-1]), (ret, 0, 0, deny), (ret, 0, 0, allow)]
     filt = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *ins) for ins in prog))
     fprog = ctypes.create_string_buffer(struct.pack("HxxxxxxP", len(prog), ctypes.addressof(filt)))
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
@@ -288,7 +287,7 @@ def main() -> None:
     try:
         seccomp()
     except OSError as exc:
-        note(f"memfd_create allowed ({exc})")
+        note(f"no seccomp filter: memfd_create and keyrings allowed ({exc})")
     if cfg.get("probe"):
         print(repr({"done": done, "notes": notes}), flush=True)
         return
