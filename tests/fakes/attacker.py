@@ -7,6 +7,7 @@ Usage: attacker.py ATTACK... where each ATTACK is ``kind:argument``:
 * ``tcp:HOST:PORT``, ``udp:HOST:PORT``, ``unix:PATH``, ``abstract:NAME`` - connect / send;
 * ``mem:ROUTE`` - take 2 GiB by ROUTE (``heap``, ``shared``, ``devzero``, ``devshm``,
   ``memfd``, ``sysv``) and touch every page;
+* ``keyring:`` - reach the user keyring;
 * ``leave:NAME`` - leave files named NAME in /tmp, /dev/shm and $HOME;
 * ``procs:`` - list the processes it can see.
 
@@ -110,6 +111,13 @@ def attack(kind: str, arg: str) -> str:
         return "connected"
     if kind == "mem":
         return mem(arg)
+    if kind == "keyring":  # the user keyring: shared by every process of a user, so a channel between bots
+        libc = ctypes.CDLL(None, use_errno=True)
+        keyctl = {"x86_64": 250, "aarch64": 219}[os.uname().machine]
+        found = libc.syscall(keyctl, 0, -4, 1)  # KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, create
+        if found < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        return f"user keyring {found}"
     if kind == "leave":
         left = []
         for folder in ("/tmp", "/dev/shm", os.environ.get("HOME", "/tmp")):

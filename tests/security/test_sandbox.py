@@ -232,6 +232,16 @@ async def test_bot_has_no_network_and_no_unix_sockets(
         udp.recv(100)
 
 
+async def test_bots_share_no_kernel_keyring(shared_dir: Path) -> None:
+    """Every bot of one user would share its user keyring: a channel between colluding bots."""
+    own = bot_dir(shared_dir, "attacker")
+    control = await unsandboxed(own, "keyring:")
+    assert control["keyring:"][0], control
+    results, record, _ = await sandboxed(own, "keyring:")
+    assert record.termination == Termination.NORMAL, record.reason
+    assert_blocked(results, "keyring:")
+
+
 MEMORY_ROUTES = ("heap", "shared", "devzero", "devshm", "memfd", "sysv")
 
 
