@@ -27,19 +27,19 @@ from pathlib import Path
 
 import grpc
 
+import arena_server.ladder.fit as rt
+import arena_server.store.ratings as ls
 from arena.v1 import ladder_pb2 as lp
 from arena.v1 import ladder_pb2_grpc as lp_grpc
 from arena_bots import HostedBot, hosted_bots
 from arena_client import SeatInfo
 from arena_games import load_game
-from arena_server import ladder_store as ls
-from arena_server import ratings as rt
-from arena_server.hub import Hub
-from arena_server.ladder import Ladder, LadderConfig
-from arena_server.referee import play_match
-from arena_server.seats import InProcessSeat
-from arena_server.service import running_server
-from arena_server.store import Store
+from arena_server.api.server import running_server
+from arena_server.ladder.scheduler import Ladder, LadderConfig
+from arena_server.matches.hub import Hub
+from arena_server.referee.loop import play_match
+from arena_server.seats.in_process import InProcessSeat
+from arena_server.store.database import Store
 
 ROUNDS = 100
 SECONDS = 4.0

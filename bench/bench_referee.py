@@ -16,8 +16,8 @@ import time
 from arena_bots.simple import AlwaysRockBot, RotateBot
 from arena_client import SeatInfo, Turn
 from arena_games import load_game
-from arena_server.referee import play_match
-from arena_server.seats import InProcessSeat
+from arena_server.referee.loop import play_match
+from arena_server.seats.in_process import InProcessSeat
 
 ROUNDS = 1000
 REPEATS = 30

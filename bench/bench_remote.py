@@ -30,8 +30,8 @@ import arena_bots
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import Bot, Turn
 from arena_client.remote import Client
-from arena_server.hub import Hub
-from arena_server.service import running_server
+from arena_server.api.server import running_server
+from arena_server.matches.hub import Hub
 
 ROUNDS = 1000
 REPEATS = 5

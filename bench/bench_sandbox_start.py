@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from arena_server.sandbox import (
+from arena_server.seats.sandbox import (
     DEFAULT_PATH,
     Isolation,
     Limits,

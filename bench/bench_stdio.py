@@ -8,7 +8,7 @@ Four measurements in the same run, all between two Python processes on pipes:
 * **proto**: ``SubprocessSeat.ask`` with length-delimited protobuf framing: the seat
   builds and encodes a real Turn, a Python bot using the protobuf library decodes it and
   answers an Action, the seat decodes that and resolves the answer;
-* **json**: the same with JSON-lines framing (``arena_server.proto_json`` on the server
+* **json**: the same with JSON-lines framing (``arena_server.seats.proto_json`` on the server
   side, the ``json`` module in the bot).
 
 Each runs ``--runs`` times, interleaved, and the best run counts. The bots time their own
@@ -34,9 +34,9 @@ from pathlib import Path
 
 from arena_client import MatchInfo, SeatInfo, TimeControl, Turn
 from arena_games import load_game
-from arena_server.sandbox import Limits
-from arena_server.stdio import Framing
-from arena_server.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.framing import Framing
+from arena_server.seats.sandbox import Limits
+from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
 
 ROOT = Path(__file__).resolve().parents[1]
 

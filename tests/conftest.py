@@ -12,9 +12,9 @@ import grpc
 import pytest
 
 import arena_bots
-from arena_server.hub import Hub
-from arena_server.service import running_server
-from arena_server.store import Store
+from arena_server.api.server import running_server
+from arena_server.matches.hub import Hub
+from arena_server.store.database import Store
 
 T = TypeVar("T")
 

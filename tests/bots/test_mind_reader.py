@@ -9,7 +9,7 @@ import pytest
 
 from arena_bots import hosted_bots
 from arena_bots.experiments.duel import duel
-from arena_bots.mind_reader import (
+from arena_bots.rps.mind_reader import (
     MindReader,
     MindReaderProfile,
     chi2_cdf,

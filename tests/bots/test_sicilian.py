@@ -6,7 +6,7 @@ import pytest
 
 from arena_bots import hosted_bots
 from arena_bots.experiments.duel import duel
-from arena_bots.sicilian import SicilianBot, beat_cycle
+from arena_bots.rps.sicilian import SicilianBot, beat_cycle
 from arena_games.rps import beats
 
 # Bots that play (almost) uniformly at random for a whole 1000-round match cannot be beaten:

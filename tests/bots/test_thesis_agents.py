@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import arena_bots.rps.thesis_agents as T
+import arena_bots.rps.thesis_kernels as K
 from arena_bots import hosted_bots
-from arena_bots import thesis_agents as T
-from arena_bots._kernels import thesis as K
 from arena_bots.experiments.duel import duel
 from arena_games.rps import counters
 

@@ -10,8 +10,8 @@ import pytest
 from arena_bots.simple import RandomBot
 from arena_client import SeatInfo, Termination
 from arena_games import load_game
-from arena_server.referee import play_match
-from arena_server.seats import InProcessSeat
+from arena_server.referee.loop import play_match
+from arena_server.seats.in_process import InProcessSeat
 from tests.games.games_support import GAME_CASES, case_id
 
 MATCHES = 12

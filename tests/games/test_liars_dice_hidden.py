@@ -29,11 +29,11 @@ from arena_client.convert import (
 )
 from arena_games import CHANCE, load_game
 from arena_games.liars_dice import LiarsDiceGame, LiarsDiceState
-from arena_server.referee import play_match
-from arena_server.sandbox import Limits
-from arena_server.seats import InProcessSeat
-from arena_server.stdio import Framing
-from arena_server.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.referee.loop import play_match
+from arena_server.seats.framing import Framing
+from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.sandbox import Limits
+from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
 from tests.games.games_support import random_step
 
 

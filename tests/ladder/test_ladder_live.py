@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import grpc
 import pytest
 
+import arena_server.store.ratings as ls
 from arena.v1 import ladder_pb2 as lp
 from arena.v1 import ladder_pb2_grpc as lp_grpc
 from arena.v1 import matches_pb2 as mp
@@ -19,10 +20,9 @@ from arena_bots.simple import RandomBot
 from arena_client import Bot, Termination, Turn
 from arena_client.convert import params_to_proto
 from arena_games import load_game
-from arena_server import ladder_store as ls
-from arena_server.hub import Hub
-from arena_server.ladder import Ladder, LadderConfig
-from arena_server.store import Store
+from arena_server.ladder.scheduler import Ladder, LadderConfig
+from arena_server.matches.hub import Hub
+from arena_server.store.database import Store
 from tests.conftest import LiveServer
 
 
@@ -257,7 +257,7 @@ async def test_matchmaking_new_bots_first_then_close_ratings_with_every_pair_rea
     names = ("rock", "rotate", "beat-last", "random")
     ladder = Ladder(live_server.hub, LadderConfig([load_game("rps")], seed=11, bots=names))
     pool = ladder.pools[0]
-    from arena_server.ladder import _BotInfo
+    from arena_server.ladder.scheduler import _BotInfo
 
     pool.bots.update(
         {

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import arena_bots
 from arena_games import load_game
-from arena_server.hub import Hub
-from arena_server.ladder import Ladder, LadderConfig
-from arena_server.store import Store
+from arena_server.ladder.scheduler import Ladder, LadderConfig
+from arena_server.matches.hub import Hub
+from arena_server.store.database import Store
 
 
 async def _matches_started(tmp_path: Path, name: str, interval: float, seconds: float) -> int:

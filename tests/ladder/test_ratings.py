@@ -7,9 +7,9 @@ import random
 
 import pytest
 
+import arena_server.ladder.fit as rt
+import arena_server.store.ratings as ls
 from arena_games import load_game
-from arena_server import ladder_store as ls
-from arena_server import ratings as rt
 
 
 def simulate(true_elo: dict[str, float], games: int, seed: int) -> list[rt.PairTotal]:

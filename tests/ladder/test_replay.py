@@ -15,13 +15,13 @@ from arena.v1 import ladder_pb2_grpc as lp_grpc
 from arena_bots.simple import RandomBot
 from arena_client import SeatInfo, TimeControl
 from arena_games import load_game
-from arena_server.referee import play_match
-from arena_server.replay import feed, read_messages, replay_steps, seat_messages, write_messages
-from arena_server.sandbox import Limits
-from arena_server.seats import InProcessSeat
-from arena_server.stdio import Framing, parse_payload
-from arena_server.store import Store
-from arena_server.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.matches.replay import feed, read_messages, replay_steps, seat_messages, write_messages
+from arena_server.referee.loop import play_match
+from arena_server.seats.framing import Framing, parse_payload
+from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.sandbox import Limits
+from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.store.database import Store
 from tests.conftest import LiveServer
 
 HERE = Path(__file__).resolve().parent

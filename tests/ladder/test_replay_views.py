@@ -5,9 +5,9 @@ from __future__ import annotations
 from arena_bots.simple import RandomBot
 from arena_client import SeatInfo
 from arena_games import CHANCE, load_game
-from arena_server.referee import play_match
-from arena_server.replay import describe_step, replay_steps
-from arena_server.seats import InProcessSeat
+from arena_server.matches.replay import describe_step, replay_steps
+from arena_server.referee.loop import play_match
+from arena_server.seats.in_process import InProcessSeat
 
 
 async def test_liars_dice_replay_shows_each_seat_only_its_own_dice() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from arena_server.store import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
+from arena_server.store.database import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 

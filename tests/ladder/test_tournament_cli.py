@@ -8,14 +8,14 @@ import json
 import sys
 from pathlib import Path
 
+import arena_server.store.ratings as ls
 from arena_bots import hosted_bots
 from arena_client import TimeControl
 from arena_games import load_game
-from arena_server import ladder_store as ls
-from arena_server.hub import Hub
-from arena_server.ladder import Ladder, LadderConfig
-from arena_server.store import Store
-from arena_server.tournament import Tournament
+from arena_server.ladder.scheduler import Ladder, LadderConfig
+from arena_server.ladder.tournament import Tournament
+from arena_server.matches.hub import Hub
+from arena_server.store.database import Store
 from tests.conftest import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]

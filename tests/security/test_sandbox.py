@@ -1,7 +1,7 @@
 """Attacks from a real subprocess bot, started the way the server starts a submitted bot.
 
 Each test runs ``tests/fakes/attacker.py`` from its own directory with the default
-:class:`~arena_server.sandbox.Limits` (exactly what :meth:`BotRegistry.program_for`
+:class:`~arena_server.seats.sandbox.Limits` (exactly what :meth:`BotRegistry.program_for`
 builds) and fails if an attack works. Where it proves something, the same attacker run
 outside the sandbox, as the same user, shows that the attack is real.
 """
@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 from arena_client import Termination
-from arena_server.referee import MatchRecord
-from arena_server.sandbox import (
+from arena_server.referee.loop import MatchRecord
+from arena_server.seats.framing import Framing
+from arena_server.seats.sandbox import (
     DEFAULT_PATH,
     Isolation,
     Limits,
@@ -36,9 +37,8 @@ from arena_server.sandbox import (
     resolve_user,
     switch_user,
 )
-from arena_server.stdio import Framing
-from arena_server.store import Store
-from arena_server.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.store.database import Store
 from tests.conftest import LiveServer
 from tests.server._stdio_helpers import play_against_random, processes_with
 

@@ -18,8 +18,8 @@ import grpc
 import pytest
 
 from arena.v1 import bots_pb2_grpc as bp_grpc
-from arena_server import bot_registry
-from arena_server.uploads import UploadError, _check_link, unpack_upload
+from arena_server.bots import registry as bot_registry
+from arena_server.bots.uploads import UploadError, _check_link, unpack_upload
 from tests.conftest import LiveServer
 from tests.server.test_bot_registry import PLAIN_BOT, bots, data_dir, register, submit
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from arena_bots.simple import RandomBot
 from arena_client import SeatInfo, TimeControl
 from arena_games import Game, load_game
-from arena_server.referee import MatchRecord, play_match
-from arena_server.sandbox import Limits
-from arena_server.seats import InProcessSeat
-from arena_server.stdio import Framing
-from arena_server.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.referee.loop import MatchRecord, play_match
+from arena_server.seats.framing import Framing
+from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.sandbox import Limits
+from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKES = ROOT / "tests" / "fakes"

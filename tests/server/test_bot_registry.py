@@ -28,9 +28,9 @@ from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import Termination
-from arena_server.failures import match_log
-from arena_server.sandbox import Limits
-from arena_server.uploads import MAX_UPLOAD_BYTES, UploadError, unpack_upload
+from arena_server.bots.failures import match_log
+from arena_server.bots.uploads import MAX_UPLOAD_BYTES, UploadError, unpack_upload
+from arena_server.seats.sandbox import Limits
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
@@ -87,8 +87,11 @@ async def submit(
     return response
 
 
-async def play(live_server: LiveServer, *names: str, rounds: int = 5) -> mp.MatchRecord:
-    request = mp.CreateMatchRequest(game="rps", bots=list(names), wait=True)
+async def play(
+    live_server: LiveServer, *names: str, rounds: int = 5, tokens: dict[str, str] | None = None
+) -> mp.MatchRecord:
+    """CreateMatch; a registered bot is seated only with its token (issue 12), given in ``tokens``."""
+    request = mp.CreateMatchRequest(game="rps", bots=list(names), wait=True, bot_tokens=tokens or {})
     request.params["rounds"].int_value = rounds
     response: mp.CreateMatchResponse = await mp_grpc.MatchServiceStub(live_server.channel()).CreateMatch(request)
     return response.record
@@ -141,13 +144,13 @@ async def test_submitted_bot_is_checked_versioned_and_seated(
     stored = data_dir / "bots" / "plain" / "v1" / "bot.py"
     assert stored.read_bytes() == PLAIN_BOT and stored.stat().st_mode & 0o004
 
-    record = await play(live_server, "plain", "random")
+    record = await play(live_server, "plain", "random", tokens={"plain": token})
     assert record.termination == int(Termination.NORMAL), record.reason
     assert (record.seats[0].bot_name, record.seats[0].bot_version) == ("plain", 1)
 
     second = await submit(bots, "plain", token, PLAIN_BOT)
     assert second.verdict == bp.SUBMISSION_VERDICT_ACCEPTED and second.version == 2
-    record = await play(live_server, "random", "plain")
+    record = await play(live_server, "random", "plain", tokens={"plain": token})
     assert (record.seats[1].bot_name, record.seats[1].bot_version) == ("plain", 2)
     log = await match_log(live_server.store.conn, record.match_id, 1)
     assert log is not None and "hello:" in log and "stopped" in log
@@ -171,13 +174,13 @@ async def test_bad_bot_is_rejected_with_its_first_error(live_server: LiveServer,
 
     # A rejected version is never seated.
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await play(live_server, "crashy", "random")
+        await play(live_server, "crashy", "random", tokens={"crashy": token})
     assert refused.value.code() == grpc.StatusCode.NOT_FOUND
 
     # A good version after a rejected one is version 2, and plays.
     fixed = await submit(bots, "crashy", token, PLAIN_BOT)
     assert fixed.verdict == bp.SUBMISSION_VERDICT_ACCEPTED and fixed.version == 2
-    record = await play(live_server, "crashy", "random")
+    record = await play(live_server, "crashy", "random", tokens={"crashy": token})
     assert record.seats[0].bot_version == 2 and record.termination == int(Termination.NORMAL)
 
 
@@ -263,7 +266,7 @@ async def test_failures_of_a_crashing_bot_are_listed(live_server: LiveServer, bo
     (folder / "bot.py").chmod(0o644)
     token = await registry.add_local("local-crashy", "python3 bot.py", ["rps"], workdir=str(folder))
 
-    record = await play(live_server, "random", "local-crashy", rounds=10)
+    record = await play(live_server, "random", "local-crashy", rounds=10, tokens={"local-crashy": token})
     assert record.termination == int(Termination.CRASH) and record.offender == 1
 
     with pytest.raises(grpc.aio.AioRpcError) as refused:

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from arena_server.commands import check_bot
+from arena_server.cli import check_bot
 from tests.conftest import in_thread
 from tests.server._stdio_helpers import FAKES, PLAIN_PYTHON_BOT, PYTHON
 

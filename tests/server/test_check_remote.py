@@ -18,8 +18,8 @@ from arena_bots.simple import RandomBot
 from arena_client import TimeControl
 from arena_client.remote import ArenaError, Client
 from arena_client.remote import run as run_remote
-from arena_server.conformance import CheckReport, format_report
-from arena_server.remote_check import check_remote_bot
+from arena_server.api.remote_check import check_remote_bot
+from arena_server.bots.conformance import CheckReport, format_report
 from tests.fakes.grpc_bots import RawBot
 
 CLOCK = TimeControl(timedelta(seconds=2), timedelta(0), timedelta(seconds=0.5))

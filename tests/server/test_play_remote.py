@@ -18,7 +18,7 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import Termination
 from arena_client.convert import observation_from_proto
-from arena_server.store import hash_token
+from arena_server.store.database import hash_token
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
@@ -121,7 +121,10 @@ def test_play_without_server_is_one_clear_line() -> None:
         stdin=subprocess.DEVNULL,
     )
     assert out.returncode == 2
-    assert out.stderr.strip() == "arena: no Arena server answers at 127.0.0.1:9; start one with `arena serve`"
+    assert out.stderr.strip() == (
+        "arena: cannot reach 127.0.0.1:9 (connection refused); is an Arena server running there? "
+        "Start one with `arena serve`"
+    )
 
 
 async def test_play_unknown_bot_and_bad_params(live_server: LiveServer) -> None:
@@ -162,9 +165,11 @@ async def test_registered_name_needs_its_token(live_server: LiveServer) -> None:
 
 async def test_cannot_act_for_another_seat(live_server: LiveServer) -> None:
     one, two = RawBot(live_server.channel()), RawBot(live_server.channel())
-    await one.hello("one")
-    await two.hello("two")
-    request = mp.CreateMatchRequest(game="rps", bots=["one", "two"])
+    tokens = {
+        "one": (await one.hello("one")).welcome.session_token,
+        "two": (await two.hello("two")).welcome.session_token,
+    }
+    request = mp.CreateMatchRequest(game="rps", bots=["one", "two"], bot_tokens=tokens)  # issue 12: tokens needed
     request.params["rounds"].int_value = 10
     created = await mp_grpc.MatchServiceStub(live_server.channel()).CreateMatch(request)
     turn_one = (await one.recv_kind("turn")).turn
@@ -201,12 +206,13 @@ async def test_busy_remote_opponent_queues_the_challenge(live_server: LiveServer
     assert started.state == bs.ChallengeStatus.STATE_STARTED
 
 
-async def test_rated_challenge_needs_registered_bots(live_server: LiveServer) -> None:
+async def test_rated_challenge_is_refused(live_server: LiveServer) -> None:
+    # Issue 12: rated matches come only from the ladder's pairings; every challenge is unrated.
     raw = RawBot(live_server.channel())
     await raw.hello()
     await raw.challenge("random", rated=True)
     status = (await raw.recv_kind("challenge_status")).challenge_status
-    assert status.state == bs.ChallengeStatus.STATE_REFUSED and "registered bots" in status.reason
+    assert status.state == bs.ChallengeStatus.STATE_REFUSED and "come only from the ladder" in status.reason
 
 
 async def test_spectator_sees_no_hidden_dice_before_the_reveal(live_server: LiveServer) -> None:

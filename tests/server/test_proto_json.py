@@ -17,8 +17,8 @@ from arena.v1 import common_pb2 as common
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, TimeControl, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
 from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, load_game
-from arena_server.proto_json import parse_action, to_json_dict
-from arena_server.stdio import Framing, encode, parse_payload
+from arena_server.seats.framing import Framing, encode, parse_payload
+from arena_server.seats.proto_json import parse_action, to_json_dict
 
 GAMES = [
     ("rps", {"rounds": 4}),

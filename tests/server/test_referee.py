@@ -12,8 +12,8 @@ import pytest
 from arena_bots.simple import AlwaysRockBot, RandomBot, RotateBot
 from arena_client import Bot, MatchInfo, SeatInfo, Termination, TimeControl, Turn, Update
 from arena_games import load_game
-from arena_server.referee import MatchControl, play_match, seed_hash
-from arena_server.seats import InProcessSeat
+from arena_server.referee.loop import MatchControl, play_match, seed_hash
+from arena_server.seats.in_process import InProcessSeat
 from tests.conftest import in_thread
 
 

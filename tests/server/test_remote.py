@@ -26,9 +26,9 @@ from arena_client import Bot, Termination, TimeControl, Turn
 from arena_client.convert import time_control_to_proto
 from arena_client.remote import ArenaError, Client
 from arena_games import load_game
-from arena_server.hub import Hub
-from arena_server.service import running_server
-from arena_server.store import Store
+from arena_server.api.server import running_server
+from arena_server.matches.hub import Hub
+from arena_server.store.database import Store
 from tests.conftest import LiveServer, in_thread
 from tests.fakes.grpc_bots import RawBot
 
@@ -141,12 +141,13 @@ async def test_session_is_scheduled_into_many_matches(live_server: LiveServer) -
     client = Client(Paper(), live_server.address, name="waiting-bot")
     task = asyncio.ensure_future(client.play())  # no opponent: waits to be seated
     for _ in range(100):
-        if "waiting-bot" in live_server.hub.sessions:
+        if "waiting-bot" in live_server.hub.sessions and client.session_token:
             break
         await asyncio.sleep(0.02)
     stub = mp_grpc.MatchServiceStub(live_server.channel())
     for _ in range(3):
-        request = mp.CreateMatchRequest(game="rps", bots=["waiting-bot", "rotate"], wait=True)
+        tokens = {"waiting-bot": client.session_token}  # issue 12: seating a remote bot needs its token
+        request = mp.CreateMatchRequest(game="rps", bots=["waiting-bot", "rotate"], wait=True, bot_tokens=tokens)
         request.params["rounds"].int_value = 30
         response = await stub.CreateMatch(request)
         assert response.record.termination == Termination.NORMAL
@@ -392,7 +393,7 @@ def test_crash_recovery_marks_running_matches_aborted(tmp_path: Path) -> None:
         from datetime import UTC, datetime
 
         from arena_client import SeatInfo
-        from arena_server.referee import MatchRecord, new_seed, seed_hash
+        from arena_server.referee.loop import MatchRecord, new_seed, seed_hash
 
         store = await Store.open(db)
         seed = new_seed()

@@ -15,7 +15,7 @@ from arena.v1 import bot_session_pb2 as bs
 from arena_client import PublicMove, Turn
 from arena_client.convert import turn_to_proto
 from arena_games import load_game
-from arena_server.stdio import FrameError, FrameReader, Framing, encode, encode_varint, parse_payload
+from arena_server.seats.framing import FrameError, FrameReader, Framing, encode, encode_varint, parse_payload
 
 
 def stream_of(data: bytes, limit: int = 1 << 16) -> asyncio.StreamReader:
@@ -71,7 +71,7 @@ def test_json_framing_is_one_canonical_object_per_line_with_defaults() -> None:
 ENCODE_PARAMS = """
 import sys
 from arena.v1 import bot_session_pb2 as bs
-from arena_server.stdio import Framing, encode
+from arena_server.seats.framing import Framing, encode
 message = bs.ServerMessage()
 for key in ("rows", "cols", "k", "dice", "faces", "bidding", "wild", "rounds"):
     message.match_started.params[key].int_value = len(key)

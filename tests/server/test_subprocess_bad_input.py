@@ -13,10 +13,10 @@ from datetime import timedelta
 
 from arena_client import Termination, TimeControl
 from arena_games import load_game
-from arena_server.referee import MatchRecord
-from arena_server.sandbox import Limits
-from arena_server.stdio import Framing
-from arena_server.subprocess_seat import BotProgram
+from arena_server.referee.loop import MatchRecord
+from arena_server.seats.framing import Framing
+from arena_server.seats.sandbox import Limits
+from arena_server.seats.subprocess_seat import BotProgram
 from tests.server._stdio_helpers import (
     FAST,
     bystander_program,

@@ -6,21 +6,36 @@
 
 It opens a ``BotSessionService.Play`` stream, says hello, optionally
 challenges a hosted bot, and answers turns until the requested matches are
-played (or forever, when waiting to be scheduled by the server). ``act`` runs
+played (or forever, when waiting to be seated by the server). ``act`` runs
 in a worker thread, so a slow, CPU-heavy bot never stalls the stream: pings
-are still answered and the end of a match is still heard. If the server goes
-away the client reconnects with exponential back-off and carries on.
+are still answered and the end of a match is still heard.
+
+If the server goes away the client reconnects with exponential back-off; the
+back-off starts again from its shortest wait once the server has welcomed the
+bot again. After ``give_up_after`` seconds without a successful connection it
+stops with one :class:`ServerUnreachable` message ("cannot reach HOST:PORT
+...") instead of retrying forever. A match the server aborted (it shut down,
+or could not finish the match) does not count as played: a challenger
+challenges again until it has the requested number of real results. Ctrl-C
+ends :func:`run` quietly at any moment.
+
+The module also has the reachability checks the ``--server`` commands of the
+``arena`` CLI use (:func:`wait_until_reachable`, :func:`wait_until_reachable_blocking`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
+import queue
 import random
+import sys
+import threading
+import time
 import traceback
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
@@ -37,7 +52,7 @@ from arena_client.convert import (
     turn_from_proto,
     update_from_proto,
 )
-from arena_client.types import MatchResult, TimeControl, Update
+from arena_client.types import MatchResult, Termination, TimeControl, Turn, Update
 from arena_games import ParamValue
 
 log = logging.getLogger("arena_client")
@@ -46,14 +61,40 @@ PROTOCOL_VERSION = "arena.v1"
 CLIENT = "arena_client/0.1"
 QUICK_ACT_SECONDS = 0.001
 """How long the client waits synchronously for ``act`` before yielding to the event loop."""
+GIVE_UP_AFTER = 300.0
+"""Default of ``give_up_after``: seconds without a successful connection before the client stops."""
+CONNECT_TIMEOUT = 20.0
+"""Longest wait for one connection attempt, from dialling to the server's Welcome."""
+CLOSE_TIMEOUT = 2.0
+"""How long a finished session waits for the server to close the stream before cutting it."""
+FIRST_BACKOFF = 0.5
+"""The first wait before reconnecting (doubled per failed attempt, with jitter, up to ``max_backoff``)."""
+MAX_ABORTED_IN_A_ROW = 10
+"""A challenger stops (ArenaError) when this many matches in a row end aborted on a server that stays up."""
 
 
 class ArenaError(Exception):
-    """The server refused something; the message is the server's explanation."""
+    """The server refused something, or cannot be reached; the message says what and what to do."""
+
+
+class ServerUnreachable(ArenaError):
+    """No Arena server answered at the address (within the time allowed)."""
 
 
 class _Retry(Exception):
-    """The connection dropped; reconnect and carry on."""
+    """The connection dropped (or never came up); reconnect and carry on."""
+
+
+def cannot_reach(target: str, detail: str) -> str:
+    """The one-line "cannot reach" message used by the SDK and the CLI."""
+    return f"cannot reach {target} ({detail}); is an Arena server running there? Start one with `arena serve`"
+
+
+def _describe(exc: grpc.aio.AioRpcError) -> str:
+    details = exc.details() or ""
+    if exc.code() == grpc.StatusCode.UNAVAILABLE and "Connection refused" in details:
+        return "connection refused"
+    return f"{exc.code().name}: {details}"
 
 
 def run(
@@ -70,9 +111,18 @@ def run(
     time_control: TimeControl | None = None,
     reconnect: bool = True,
     max_backoff: float = 30.0,
+    give_up_after: float | None = GIVE_UP_AFTER,
     threaded: bool = True,
+    on_connect: Callable[[str], None] | None = None,
 ) -> list[MatchResult]:
     """Connect ``bot`` to the server at ``target`` and play.
+
+    Ctrl-C (SIGINT) ends the program quietly at any moment (while connected,
+    while waiting to reconnect, inside ``act``): ``run`` prints
+    ``arena_client: interrupted`` and raises ``SystemExit(130)``. Use
+    :meth:`Client.play` to handle interruption yourself. (With
+    ``threaded=False`` a running ``act`` holds the event loop: the first
+    Ctrl-C takes effect when it returns, a second one at once.)
 
     Args:
         bot: The bot.
@@ -82,48 +132,120 @@ def run(
             and runs until interrupted.
         game: The game to challenge in (default: the bot's first game, or rps).
         params: Game parameters, e.g. ``{"signs": 5}``.
-        matches: How many matches to play against ``opponent``.
+        matches: How many matches to play against ``opponent``. Aborted
+            matches (server shutdown, a match the server could not finish)
+            do not count: the client challenges again until it has this many.
         name: Name to play under (default ``bot.name``; "" for a guest name).
         token: Secret token of a registered bot name.
         seat: Seat to take in challenge matches (default: alternate).
         time_control: Ask for this clock in challenge matches (default: the server's).
         reconnect: Reconnect with exponential back-off when the server goes away.
         max_backoff: Longest wait between reconnection attempts, in seconds.
+        give_up_after: Stop with :class:`ServerUnreachable` after this many
+            seconds without a successful connection (None: never give up).
         threaded: Run ``act`` in a worker thread (keeps the stream responsive).
+        on_connect: Called with the bot's name each time the server welcomes it.
 
     Returns:
-        The results of the matches played, in order.
+        The ``matches`` results that were not aborted, in the order played
+        (the bot's ``on_match_end`` hears aborted ones too). Without an
+        opponent, ``run`` only returns when the server refuses the bot.
 
     Raises:
         ArenaError: the server refused the bot or the challenge.
+        ServerUnreachable: no server answered for ``give_up_after`` seconds
+            (or at once with ``reconnect=False``).
     """
-    client = Client(bot, target, name=bot.name if name is None else name, token=token, threaded=threaded)
-    return asyncio.run(
-        client.play(
-            opponent=opponent,
-            game=game,
-            params=params or {},
-            matches=matches,
-            seat=seat,
-            time_control=time_control,
-            reconnect=reconnect,
-            max_backoff=max_backoff,
-        )
+    client = Client(
+        bot, target, name=bot.name if name is None else name, token=token, threaded=threaded, on_connect=on_connect
     )
+    try:
+        return asyncio.run(
+            client.play(
+                opponent=opponent,
+                game=game,
+                params=params or {},
+                matches=matches,
+                seat=seat,
+                time_control=time_control,
+                reconnect=reconnect,
+                max_backoff=max_backoff,
+                give_up_after=give_up_after,
+            )
+        )
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("arena_client: interrupted", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+
+
+class _ActWorker:
+    """One daemon thread that runs ``act`` calls one after another.
+
+    Unlike a ``ThreadPoolExecutor`` worker, a daemon thread does not hold the
+    process at exit, so Ctrl-C during a long ``act`` ends the program at once.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[concurrent.futures.Future[int], Callable[[Turn], int], Turn] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread = threading.Thread(target=self._work, name="arena-act", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[Turn], int], turn: Turn) -> concurrent.futures.Future[int]:
+        future: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._jobs.put((future, fn, turn))
+        return future
+
+    def close(self) -> None:
+        """Let the thread end once the call in progress (if any) returns."""
+        self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn, turn = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(turn))
+            except BaseException as exc:  # handed to the session, which resigns or re-raises
+                future.set_exception(exc)
 
 
 class Client:
-    """One bot's connection to a server (reusable across reconnects)."""
+    """One bot's connection to a server (reusable across reconnects and across :meth:`play` calls).
 
-    def __init__(self, bot: Bot, target: str, name: str, token: str = "", threaded: bool = True) -> None:
+    Attributes:
+        results: The non-aborted results of the current (or last) :meth:`play` call.
+        aborted: The aborted results of that call (not counted as played).
+        assigned_name: The name the server welcomed the bot under.
+        connections: How many times a server has welcomed this client.
+    """
+
+    def __init__(
+        self,
+        bot: Bot,
+        target: str,
+        name: str,
+        token: str = "",
+        threaded: bool = True,
+        on_connect: Callable[[str], None] | None = None,
+    ) -> None:
         self.bot = bot
         self.target = target
         self.name = name
         self.token = token
         self.threaded = threaded
+        self.on_connect = on_connect
         self.results: list[MatchResult] = []
+        self.aborted: list[MatchResult] = []
         self.assigned_name = ""
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arena-act") if threaded else None
+        self.connections = 0
+        self._worker: _ActWorker | None = None
+        self._welcomed = False
+        self._aborted_in_a_row = 0
+        self.session_token = ""
+        """This session's Welcome.session_token: put it in CreateMatchRequest.bot_tokens to seat this bot."""
 
     async def play(
         self,
@@ -135,26 +257,107 @@ class Client:
         time_control: TimeControl | None = None,
         reconnect: bool = True,
         max_backoff: float = 30.0,
+        give_up_after: float | None = GIVE_UP_AFTER,
     ) -> list[MatchResult]:
-        """Play until ``matches`` challenge matches are done (forever without an opponent)."""
+        """Play until ``matches`` non-aborted challenge matches are done (forever without an opponent).
+
+        Each call starts afresh (its own results, its own act worker), so one
+        client can play several challenges in a row. See :func:`run` for the
+        arguments.
+
+        Returns:
+            The non-aborted results of this call, in order (also in :attr:`results`).
+
+        Raises:
+            ArenaError: the server refused the bot or the challenge, or kept aborting its matches.
+            ServerUnreachable: no successful connection for ``give_up_after`` seconds.
+        """
+        self.results = []
+        self.aborted = []
+        self._aborted_in_a_row = 0
+        self._worker = _ActWorker() if self.threaded else None
         attempt = 0
+        outage_since = time.monotonic()  # since when there has been no welcomed connection
         try:
             while True:
+                self._welcomed = False
+                timeout = CONNECT_TIMEOUT
+                if give_up_after is not None:
+                    timeout = max(0.1, min(timeout, give_up_after - (time.monotonic() - outage_since)))
                 try:
-                    await self._session(opponent, game, params or {}, matches, seat, time_control)
+                    await self._session(opponent, game, params or {}, matches, seat, time_control, timeout)
                     return self.results
                 except _Retry as exc:
+                    if self._welcomed:  # a successful connection: the back-off and the clock start again
+                        attempt = 0
+                        outage_since = time.monotonic()
+                        what = f"lost the connection to {self.target} ({exc})"
+                    else:
+                        what = f"cannot reach {self.target} ({exc})"
                     if not reconnect:
-                        raise ArenaError(f"lost the connection to {self.target}: {exc}") from None
+                        if self._welcomed:
+                            raise ArenaError(what) from None
+                        raise ServerUnreachable(cannot_reach(self.target, str(exc))) from None
                     attempt += 1
-                    delay = min(max_backoff, 0.5 * 2 ** min(attempt - 1, 10)) * (0.5 + random.random() / 2)
-                    log.warning("arena: %s; reconnecting in %.1fs", exc, delay)
+                    delay = min(max_backoff, FIRST_BACKOFF * 2 ** min(attempt - 1, 10)) * (0.5 + random.random() / 2)
+                    down = time.monotonic() - outage_since
+                    if give_up_after is not None:
+                        if down >= give_up_after:
+                            raise ServerUnreachable(
+                                f"cannot reach {self.target} for {give_up_after:g} s; giving up ({exc})"
+                            ) from None
+                        delay = min(delay, give_up_after - down)
+                    # One warning per outage; the attempts after it are logged at INFO level.
+                    level = logging.WARNING if attempt == 1 else logging.INFO
+                    limit = "" if give_up_after is None else f" (giving up after {give_up_after:g} s)"
+                    log.log(
+                        level,
+                        "arena_client: %s; retrying in %.1f s%s",
+                        what,
+                        delay,
+                        limit,
+                        extra={"retry_delay": delay, "retry_attempt": attempt},
+                    )
                     await asyncio.sleep(delay)
-                else:
-                    attempt = 0
         finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=False)
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
+
+    def _challenge_message(
+        self,
+        opponent: str,
+        game: str | None,
+        params: Mapping[str, ParamValue],
+        count: int,
+        seat: int | None,
+        time_control: TimeControl | None,
+    ) -> bs.BotMessage:
+        challenge = bs.Challenge(
+            opponent=opponent,
+            game=game or (self.bot.games[0] if self.bot.games else "rps"),
+            matches=count,
+        )
+        params_to_proto(params, challenge.params)
+        if seat is not None:
+            challenge.seat = seat
+        if time_control is not None:
+            challenge.time_control.CopyFrom(time_control_to_proto(time_control))
+        return bs.BotMessage(challenge=challenge)
+
+    async def _handshake(self, call: Any) -> Any:
+        await call.write(
+            bs.BotMessage(
+                hello=bs.Hello(
+                    protocol_version=PROTOCOL_VERSION,
+                    name=self.name,
+                    token=self.token,
+                    games=list(self.bot.games),
+                    client=CLIENT,
+                )
+            )
+        )
+        return await call.read()
 
     async def _session(
         self,
@@ -163,61 +366,91 @@ class Client:
         params: Mapping[str, ParamValue],
         matches: int,
         seat: int | None,
-        time_control: TimeControl | None = None,
+        time_control: TimeControl | None,
+        connect_timeout: float,
     ) -> None:
-        bot = self.bot
-        remaining = matches - len(self.results)
         async with grpc.aio.insecure_channel(self.target) as channel:
             stub = bs_grpc.BotSessionServiceStub(channel)
             call = stub.Play()
             try:
-                await call.write(
-                    bs.BotMessage(
-                        hello=bs.Hello(
-                            protocol_version=PROTOCOL_VERSION,
-                            name=self.name,
-                            token=self.token,
-                            games=list(bot.games),
-                            client=CLIENT,
-                        )
-                    )
-                )
-                welcome = await call.read()
+                try:
+                    welcome = await asyncio.wait_for(self._handshake(call), connect_timeout)
+                except TimeoutError:
+                    raise _Retry(f"no answer within {connect_timeout:.3g} s") from None
                 if welcome is grpc.aio.EOF:
                     raise _Retry("the server closed the stream before welcoming us")
                 if welcome.WhichOneof("kind") == "error":
+                    if welcome.error.code == bs.ERROR_CODE_NAME_TAKEN and self.connections:
+                        # Our own previous session under this name may not be closed on the server yet.
+                        raise _Retry(f"the server still holds our previous session: {welcome.error.message}")
                     raise ArenaError(welcome.error.message)
+                self._welcomed = True
+                self.connections += 1
                 self.assigned_name = welcome.welcome.bot_name
-                log.info("arena: connected to %s as %s", self.target, self.assigned_name)
+                self.session_token = welcome.welcome.session_token
+                log.info("arena_client: connected to %s as %s", self.target, self.assigned_name)
+                if self.on_connect is not None:
+                    self.on_connect(self.assigned_name)
                 if opponent:
-                    challenge = bs.Challenge(
-                        opponent=opponent,
-                        game=game or (bot.games[0] if bot.games else "rps"),
-                        matches=remaining,
-                    )
-                    params_to_proto(params, challenge.params)
-                    if seat is not None:
-                        challenge.seat = seat
-                    if time_control is not None:
-                        challenge.time_control.CopyFrom(time_control_to_proto(time_control))
-                    await call.write(bs.BotMessage(challenge=challenge))
-                await self._serve(call, opponent is not None, matches)
+                    count = matches - len(self.results)
+                    await call.write(self._challenge_message(opponent, game, params, count, seat, time_control))
+
+                    def again() -> bs.BotMessage:
+                        count = matches - len(self.results)
+                        return self._challenge_message(opponent, game, params, count, seat, time_control)
+
+                    await self._serve(call, matches, again)
+                else:
+                    await self._serve(call, matches, None)
+                await self._close(call)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in (
                     grpc.StatusCode.UNAVAILABLE,
                     grpc.StatusCode.CANCELLED,
                     grpc.StatusCode.INTERNAL,
+                    grpc.StatusCode.UNKNOWN,
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
                 ):
-                    raise _Retry(f"{exc.code().name}: {exc.details()}") from None
-                raise ArenaError(f"{exc.code().name}: {exc.details()}") from None
+                    raise _Retry(_describe(exc)) from None
+                raise ArenaError(_describe(exc)) from None
             finally:
                 call.cancel()
 
-    async def _serve(self, call: Any, challenging: bool, matches: int) -> None:
+    async def _close(self, call: Any) -> None:
+        """End the session politely: the server forgets it (and its name) before the stream ends."""
+        try:
+            await call.done_writing()
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                while await call.read() is not grpc.aio.EOF:
+                    pass
+        except (TimeoutError, grpc.aio.AioRpcError, grpc.aio.UsageError):
+            pass
+
+    async def _act(self, turn: Turn, inbox: _Inbox) -> int:
+        worker = self._worker
+        if worker is None:
+            return self.bot.act(turn)
+        pending = worker.submit(self.bot.act, turn)
+        try:
+            # A quick bot answers within the spin window: no event-loop round trip.
+            return pending.result(timeout=QUICK_ACT_SECONDS)
+        except concurrent.futures.TimeoutError:
+            # A slow bot: the stream is still read (pings answered, the match's end heard) until act returns.
+            return await inbox.during(asyncio.wrap_future(pending))
+
+    async def _serve(self, call: Any, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
+        """Answer the server until ``matches`` results are in (``again`` set: challenging) or forever."""
+        inbox = _Inbox(call)
+        try:
+            await self._answer(call, inbox, matches, again)
+        finally:
+            inbox.close()
+
+    async def _answer(self, call: Any, inbox: _Inbox, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
         bot = self.bot
         seat = 0
         while True:
-            msg = await call.read()
+            msg = await inbox.next()
             if msg is grpc.aio.EOF:
                 raise _Retry("the server closed the stream")
             kind = msg.WhichOneof("kind")
@@ -226,24 +459,18 @@ class Client:
                 if msg.turn.moves and bot.wants_updates():
                     bot.on_update(Update(turn.match_id, moves_from_proto(msg.turn.moves), turn.observation))
                 try:
-                    if self._executor is not None:
-                        pending = self._executor.submit(bot.act, turn)
-                        try:
-                            # A quick bot answers within the spin window: no event-loop round trip.
-                            action = pending.result(timeout=QUICK_ACT_SECONDS)
-                        except concurrent.futures.TimeoutError:
-                            # A slow bot: the loop stays free (pings, match end) until act returns.
-                            action = await asyncio.wrap_future(pending)
-                    else:
-                        action = bot.act(turn)
+                    action = await self._act(turn, inbox)
                 except Resign as exc:
                     await call.write(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=str(exc))))
                     continue
                 except Exception as exc:
-                    log.error("arena: act raised:\n%s", traceback.format_exc())
+                    log.error("arena_client: act raised:\n%s", traceback.format_exc())
                     await call.write(
                         bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}"))
                     )
+                    continue
+                if inbox.ended(turn.match_id):
+                    # The match ended (aborted, timed out) while act was thinking: the answer is moot.
                     continue
                 await call.write(
                     bs.BotMessage(action=bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=int(action)))
@@ -259,19 +486,135 @@ class Client:
                 if result.moves and bot.wants_updates():
                     bot.on_update(Update(result.match_id, result.moves, result.observation))
                 bot.on_match_end(result)
-                self.results.append(result)
-                log.info("arena: match %s ended: %s (%s)", result.match_id, result.returns, result.reason)
-                if challenging and len(self.results) >= matches:
+                self._record(result)
+                if again is not None and len(self.results) >= matches:
                     return
             elif kind == "ping":
                 await call.write(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
             elif kind == "error":
                 if msg.error.fatal:
                     raise ArenaError(msg.error.message)
-                log.warning("arena: server says: %s", msg.error.message)
+                log.warning("arena_client: server says: %s", msg.error.message)
             elif kind == "challenge_status":
                 status = msg.challenge_status
                 if status.state == bs.ChallengeStatus.STATE_REFUSED:
                     raise ArenaError(f"challenge refused: {status.reason}")
-                if status.state == bs.ChallengeStatus.STATE_DONE and challenging and len(self.results) >= matches:
-                    return
+                if status.state == bs.ChallengeStatus.STATE_DONE and again is not None:
+                    if len(self.results) >= matches:
+                        return
+                    # Some matches were aborted: they do not count, so ask for the rest.
+                    log.warning(
+                        "arena_client: %d of the matches were aborted; challenging again for the %d missing",
+                        len(self.aborted),
+                        matches - len(self.results),
+                    )
+                    await call.write(again())
+
+    def _record(self, result: MatchResult) -> None:
+        if result.termination == Termination.ABORTED:
+            self.aborted.append(result)
+            self._aborted_in_a_row += 1
+            log.warning("arena_client: match %s was aborted (%s); it does not count", result.match_id, result.reason)
+            if self._aborted_in_a_row >= MAX_ABORTED_IN_A_ROW:
+                raise ArenaError(
+                    f"the server aborted {self._aborted_in_a_row} matches in a row (last: {result.reason}); giving up"
+                )
+            return
+        self._aborted_in_a_row = 0
+        self.results.append(result)
+        log.info("arena_client: match %s ended: %s (%s)", result.match_id, result.returns, result.reason)
+
+
+class _Inbox:
+    """The messages of a Play stream, read on while ``act`` runs in the worker thread.
+
+    While a slow ``act`` thinks, pings are answered at once and every other
+    message is kept, in order, for afterwards; a MatchEnded among them tells
+    the session not to send the now pointless answer (which the server could
+    otherwise take for an answer in the bot's next match).
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._backlog: collections.deque[Any] = collections.deque()
+        self._reading: asyncio.Future[Any] | None = None
+
+    async def next(self) -> Any:
+        """The next message (grpc.aio.EOF at the end of the stream)."""
+        if self._backlog:
+            return self._backlog.popleft()
+        if self._reading is None:
+            return await self._call.read()
+        reading, self._reading = self._reading, None
+        return await reading
+
+    async def during(self, thinking: asyncio.Future[int]) -> int:
+        """Keep reading until ``thinking`` is done; return its result (or raise its exception)."""
+        try:
+            while not thinking.done():
+                if self._reading is None:
+                    self._reading = asyncio.ensure_future(self._call.read())
+                await asyncio.wait((thinking, self._reading), return_when=asyncio.FIRST_COMPLETED)
+                if not self._reading.done():
+                    continue
+                reading, self._reading = self._reading, None
+                msg = reading.result()
+                if msg is grpc.aio.EOF:
+                    raise _Retry("the server closed the stream")
+                if msg.WhichOneof("kind") == "ping":
+                    await self._call.write(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
+                else:
+                    self._backlog.append(msg)
+            return thinking.result()
+        finally:
+            thinking.cancel()  # no-op when done; on an error or Ctrl-C the session stops waiting for act
+
+    def ended(self, match_id: str) -> bool:
+        """Whether a MatchEnded for ``match_id`` is among the kept messages."""
+        return any(m.WhichOneof("kind") == "match_ended" and m.match_ended.match_id == match_id for m in self._backlog)
+
+    def close(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+            self._reading = None
+
+
+async def wait_until_reachable(channel: grpc.aio.Channel, target: str, timeout: float) -> None:
+    """Return once ``channel`` is connected; raise :class:`ServerUnreachable` if it fails or takes ``timeout`` s.
+
+    A refused connection fails at once; an address that does not answer
+    (no route, filtered) fails after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    state = channel.get_state(try_to_connect=True)
+    while state != grpc.ChannelConnectivity.READY:
+        if state in (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN):
+            raise ServerUnreachable(cannot_reach(target, "connection failed"))
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ServerUnreachable(cannot_reach(target, f"no answer within {timeout:g} s"))
+        try:
+            await asyncio.wait_for(channel.wait_for_state_change(state), remaining)
+        except TimeoutError:
+            raise ServerUnreachable(cannot_reach(target, f"no answer within {timeout:g} s")) from None
+        state = channel.get_state(try_to_connect=True)
+
+
+def wait_until_reachable_blocking(channel: grpc.Channel, target: str, timeout: float) -> None:
+    """:func:`wait_until_reachable` for a synchronous ``grpc.Channel``."""
+    seen: queue.SimpleQueue[grpc.ChannelConnectivity] = queue.SimpleQueue()
+    channel.subscribe(seen.put, try_to_connect=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                state = seen.get(timeout=max(remaining, 0.0))
+            except queue.Empty:
+                raise ServerUnreachable(cannot_reach(target, f"no answer within {timeout:g} s")) from None
+            if state == grpc.ChannelConnectivity.READY:
+                return
+            if state in (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN):
+                raise ServerUnreachable(cannot_reach(target, "connection failed"))
+    finally:
+        channel.unsubscribe(seen.put)

@@ -62,7 +62,11 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     ERROR_CODE_UNAUTHENTICATED: _ErrorCode.ValueType  # 4
     """The name is registered and the token is missing or wrong."""
     ERROR_CODE_NAME_TAKEN: _ErrorCode.ValueType  # 5
-    """The name is in use by a hosted bot or another session."""
+    """The name is in use by a hosted bot or another session, normalises to a
+    hosted, registered or connected name, or is not an allowed name (control
+    or format characters, too long; see Hello.name). Also sent to a guest
+    evicted because its name was just registered by its owner.
+    """
     ERROR_CODE_UNKNOWN_TURN: _ErrorCode.ValueType  # 6
     """An Action for a turn this seat was never given."""
     ERROR_CODE_STALE_TURN: _ErrorCode.ValueType  # 7
@@ -88,7 +92,11 @@ ERROR_CODE_VERSION: ErrorCode.ValueType  # 3
 ERROR_CODE_UNAUTHENTICATED: ErrorCode.ValueType  # 4
 """The name is registered and the token is missing or wrong."""
 ERROR_CODE_NAME_TAKEN: ErrorCode.ValueType  # 5
-"""The name is in use by a hosted bot or another session."""
+"""The name is in use by a hosted bot or another session, normalises to a
+hosted, registered or connected name, or is not an allowed name (control
+or format characters, too long; see Hello.name). Also sent to a guest
+evicted because its name was just registered by its owner.
+"""
 ERROR_CODE_UNKNOWN_TURN: ErrorCode.ValueType  # 6
 """An Action for a turn this seat was never given."""
 ERROR_CODE_STALE_TURN: ErrorCode.ValueType  # 7
@@ -210,7 +218,12 @@ class Hello(_message.Message):
     protocol_version: _builtins.str
     """"arena.v1"."""
     name: _builtins.str
-    """The name to play under. Empty: play as a guest under a generated name."""
+    """The name to play under. Empty: play as a guest under a generated name.
+    1..40 characters: letters, digits, '-', '_' and '.'; no spaces, control
+    or format characters. Names are compared after normalisation (NFKC,
+    case-folded, Cyrillic/Greek look-alikes mapped to Latin), so a name that
+    normalises to a hosted, registered or connected bot's name is refused.
+    """
     token: _builtins.str
     """The secret token of a registered bot name; empty for guests."""
     keep_alive: _builtins.bool
@@ -349,24 +362,38 @@ class Challenge(_message.Message):
     TIME_CONTROL_FIELD_NUMBER: _builtins.int
     SEED_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
+    OPPONENT_TOKEN_FIELD_NUMBER: _builtins.int
     opponent: _builtins.str
     """Name of the opponent, e.g. a hosted bot such as "random"."""
     game: _builtins.str
     matches: _builtins.int
     """How many matches to play in a row (0 means 1)."""
     rated: _builtins.bool
-    """Ask for a rated match (only registered bots on both sides)."""
+    """Must be false: challenges are always unrated. Rated matches come only
+    from the ladder's own pairings (and operator-run tournaments), so nobody
+    can farm rating by choosing opponents and timing; true is refused.
+    """
     seed: _builtins.str
-    """Optional seed for reproducible chance; the server picks one when empty."""
+    """Optional seed for reproducible chance; the server picks a secret one
+    when empty. Allowed only against your own registered bot (send its token
+    in opponent_token), never against a hosted bot; the match record then
+    says seed_chosen.
+    """
     seat: _builtins.int
     """Which seat to take: -1 (or unset) lets the server alternate."""
+    opponent_token: _builtins.str
+    """The opponent's registered token, proving it is your own bot (needed for
+    a chosen seed).
+    """
     @_builtins.property
     def params(self) -> _containers.MessageMap[_builtins.str, _common_pb2.ParamValue]:
         """Game parameters that differ from the defaults."""
 
     @_builtins.property
     def time_control(self) -> _common_pb2.TimeControl:
-        """Optional clock; the server's default when unset."""
+        """Optional clock; the server's default when unset. Limits: per move
+        <= 60 s, overage <= 600 s, grace <= 5 s.
+        """
 
     def __init__(
         self,
@@ -379,10 +406,11 @@ class Challenge(_message.Message):
         time_control: _common_pb2.TimeControl | None = ...,
         seed: _builtins.str = ...,
         seat: _builtins.int | None = ...,
+        opponent_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "seat", b"seat", "time_control", b"time_control"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "game", b"game", "matches", b"matches", "opponent", b"opponent", "params", b"params", "rated", b"rated", "seat", b"seat", "seed", b"seed", "time_control", b"time_control"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "game", b"game", "matches", b"matches", "opponent", b"opponent", "opponent_token", b"opponent_token", "params", b"params", "rated", b"rated", "seat", b"seat", "seed", b"seed", "time_control", b"time_control"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seat: _TypeAlias = _typing.Literal["seat"]  # noqa: Y015
     _WhichOneofArgType__seat: _TypeAlias = _typing.Literal["_seat", b"_seat"]  # noqa: Y015
@@ -399,6 +427,7 @@ class Welcome(_message.Message):
     SERVER_VERSION_FIELD_NUMBER: _builtins.int
     PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    SESSION_TOKEN_FIELD_NUMBER: _builtins.int
     bot_name: _builtins.str
     """The name the bot plays under (generated for guests)."""
     guest: _builtins.bool
@@ -406,6 +435,10 @@ class Welcome(_message.Message):
     protocol_version: _builtins.str
     message: _builtins.str
     """A line for people, e.g. what to do next."""
+    session_token: _builtins.str
+    """A secret for this session only: pass it in CreateMatchRequest.bot_tokens
+    to seat this bot (needed for guests, which have no registered token).
+    """
     def __init__(
         self,
         *,
@@ -414,10 +447,11 @@ class Welcome(_message.Message):
         server_version: _builtins.str = ...,
         protocol_version: _builtins.str = ...,
         message: _builtins.str = ...,
+        session_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "guest", b"guest", "message", b"message", "protocol_version", b"protocol_version", "server_version", b"server_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "guest", b"guest", "message", b"message", "protocol_version", b"protocol_version", "server_version", b"server_version", "session_token", b"session_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -608,7 +642,10 @@ class MatchEnded(_message.Message):
     legal action (legal: 0..2)".
     """
     seed: _builtins.str
-    """The match seed; check SHA-256(seed) against MatchStarted.seed_sha256."""
+    """The match seed; check SHA-256(seed) against MatchStarted.seed_sha256.
+    Empty when the seed is reused by the next match of a duplicate set (the
+    ladder's Liar's Dice); GetMatch shows it once the set's last match ended.
+    """
     @_builtins.property
     def returns(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """Score of each seat, by seat; they sum to zero."""

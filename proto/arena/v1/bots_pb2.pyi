@@ -74,7 +74,10 @@ class RegisterBotRequest(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The name to claim: 1 to 40 characters, letters, digits, '-', '_' and '.',
-    starting with a letter or digit. Names are unique and never reused.
+    starting with a letter or digit. Names are unique and never reused, also
+    after normalisation: "Random" or "RANDOM" is refused because "random" is
+    hosted. A guest connected under the name is disconnected and can never be
+    seated as the registered bot.
     """
     description: _builtins.str
     """Free text shown in bot listings."""

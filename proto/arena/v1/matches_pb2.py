@@ -28,7 +28,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x61rena/v1/matches.proto\x12\x08\x61rena.v1\x1a\x15\x61rena/v1/common.proto\x1a\x1b\x61rena/v1/observations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x01\n\x12\x43reateMatchRequest\x12\x0c\n\x04game\x18\x01 \x01(\t\x12\x38\n\x06params\x18\x02 \x03(\x0b\x32(.arena.v1.CreateMatchRequest.ParamsEntry\x12\x0c\n\x04\x62ots\x18\x03 \x03(\t\x12+\n\x0ctime_control\x18\x04 \x01(\x0b\x32\x15.arena.v1.TimeControl\x12\x0c\n\x04seed\x18\x05 \x01(\t\x12\x0c\n\x04wait\x18\x06 \x01(\x08\x1a\x43\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.arena.v1.ParamValue:\x02\x38\x01\"N\n\x13\x43reateMatchResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12%\n\x06record\x18\x02 \x01(\x0b\x32\x15.arena.v1.MatchRecord\"#\n\x0fGetMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\">\n\x12ListMatchesRequest\x12\x0c\n\x04game\x18\x01 \x01(\t\x12\x0b\n\x03\x62ot\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"=\n\x13ListMatchesResponse\x12&\n\x07matches\x18\x01 \x03(\x0b\x32\x15.arena.v1.MatchRecord\"\x81\x01\n\nMoveRecord\x12\x0b\n\x03ply\x18\x01 \x01(\x05\x12\x0c\n\x04seat\x18\x02 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\x05\x12\r\n\x05label\x18\x04 \x01(\t\x12*\n\x07\x65lapsed\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05legal\x18\x06 \x01(\x08\"\xd6\x04\n\x0bMatchRecord\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04game\x18\x02 \x01(\t\x12\x31\n\x06params\x18\x03 \x03(\x0b\x32!.arena.v1.MatchRecord.ParamsEntry\x12!\n\x05seats\x18\x04 \x03(\x0b\x32\x12.arena.v1.SeatInfo\x12+\n\x0ctime_control\x18\x05 \x01(\x0b\x32\x15.arena.v1.TimeControl\x12\x13\n\x0bseed_sha256\x18\x06 \x01(\t\x12\x0c\n\x04seed\x18\x07 \x01(\t\x12%\n\x06status\x18\x08 \x01(\x0e\x32\x15.arena.v1.MatchStatus\x12*\n\x0btermination\x18\t \x01(\x0e\x32\x15.arena.v1.Termination\x12\x15\n\x08offender\x18\n \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06reason\x18\x0b \x01(\t\x12\x0f\n\x07returns\x18\x0c \x03(\x01\x12.\n\nstarted_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nded_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05rated\x18\x0f \x01(\x08\x12#\n\x05moves\x18\x10 \x03(\x0b\x32\x14.arena.v1.MoveRecord\x12\x12\n\nmove_count\x18\x11 \x01(\x05\x1a\x43\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.arena.v1.ParamValue:\x02\x38\x01\x42\x0b\n\t_offender\"3\n\x11WatchMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04game\x18\x02 \x01(\t\"\x93\x01\n\nMatchEvent\x12(\n\x07started\x18\x01 \x01(\x0b\x32\x15.arena.v1.MatchRecordH\x00\x12+\n\x06update\x18\x02 \x01(\x0b\x32\x19.arena.v1.SpectatorUpdateH\x00\x12&\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x15.arena.v1.MatchRecordH\x00\x42\x06\n\x04kind\"b\n\x0fSpectatorUpdate\x12#\n\x05moves\x18\x01 \x03(\x0b\x32\x14.arena.v1.PublicMove\x12*\n\x0bobservation\x18\x02 \x01(\x0b\x32\x15.arena.v1.Observation*z\n\x0bMatchStatus\x12\x1c\n\x18MATCH_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14MATCH_STATUS_RUNNING\x10\x01\x12\x19\n\x15MATCH_STATUS_FINISHED\x10\x02\x12\x18\n\x14MATCH_STATUS_ABORTED\x10\x03\x32\xa7\x02\n\x0cMatchService\x12J\n\x0b\x43reateMatch\x12\x1c.arena.v1.CreateMatchRequest\x1a\x1d.arena.v1.CreateMatchResponse\x12<\n\x08GetMatch\x12\x19.arena.v1.GetMatchRequest\x1a\x15.arena.v1.MatchRecord\x12J\n\x0bListMatches\x12\x1c.arena.v1.ListMatchesRequest\x1a\x1d.arena.v1.ListMatchesResponse\x12\x41\n\nWatchMatch\x12\x1b.arena.v1.WatchMatchRequest\x1a\x14.arena.v1.MatchEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x61rena/v1/matches.proto\x12\x08\x61rena.v1\x1a\x15\x61rena/v1/common.proto\x1a\x1b\x61rena/v1/observations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x02\n\x12\x43reateMatchRequest\x12\x0c\n\x04game\x18\x01 \x01(\t\x12\x38\n\x06params\x18\x02 \x03(\x0b\x32(.arena.v1.CreateMatchRequest.ParamsEntry\x12\x0c\n\x04\x62ots\x18\x03 \x03(\t\x12+\n\x0ctime_control\x18\x04 \x01(\x0b\x32\x15.arena.v1.TimeControl\x12\x0c\n\x04seed\x18\x05 \x01(\t\x12\x0c\n\x04wait\x18\x06 \x01(\x08\x12?\n\nbot_tokens\x18\x07 \x03(\x0b\x32+.arena.v1.CreateMatchRequest.BotTokensEntry\x1a\x43\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.arena.v1.ParamValue:\x02\x38\x01\x1a\x30\n\x0e\x42otTokensEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"N\n\x13\x43reateMatchResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12%\n\x06record\x18\x02 \x01(\x0b\x32\x15.arena.v1.MatchRecord\"L\n\x0fGetMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bmove_offset\x18\x02 \x01(\x05\x12\x12\n\nmove_limit\x18\x03 \x01(\x05\">\n\x12ListMatchesRequest\x12\x0c\n\x04game\x18\x01 \x01(\t\x12\x0b\n\x03\x62ot\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"=\n\x13ListMatchesResponse\x12&\n\x07matches\x18\x01 \x03(\x0b\x32\x15.arena.v1.MatchRecord\"\x81\x01\n\nMoveRecord\x12\x0b\n\x03ply\x18\x01 \x01(\x05\x12\x0c\n\x04seat\x18\x02 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\x05\x12\r\n\x05label\x18\x04 \x01(\t\x12*\n\x07\x65lapsed\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05legal\x18\x06 \x01(\x08\"\x85\x05\n\x0bMatchRecord\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04game\x18\x02 \x01(\t\x12\x31\n\x06params\x18\x03 \x03(\x0b\x32!.arena.v1.MatchRecord.ParamsEntry\x12!\n\x05seats\x18\x04 \x03(\x0b\x32\x12.arena.v1.SeatInfo\x12+\n\x0ctime_control\x18\x05 \x01(\x0b\x32\x15.arena.v1.TimeControl\x12\x13\n\x0bseed_sha256\x18\x06 \x01(\t\x12\x0c\n\x04seed\x18\x07 \x01(\t\x12%\n\x06status\x18\x08 \x01(\x0e\x32\x15.arena.v1.MatchStatus\x12*\n\x0btermination\x18\t \x01(\x0e\x32\x15.arena.v1.Termination\x12\x15\n\x08offender\x18\n \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06reason\x18\x0b \x01(\t\x12\x0f\n\x07returns\x18\x0c \x03(\x01\x12.\n\nstarted_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nded_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05rated\x18\x0f \x01(\x08\x12#\n\x05moves\x18\x10 \x03(\x0b\x32\x14.arena.v1.MoveRecord\x12\x12\n\nmove_count\x18\x11 \x01(\x05\x12\x18\n\x10next_move_offset\x18\x12 \x01(\x05\x12\x13\n\x0bseed_chosen\x18\x13 \x01(\x08\x1a\x43\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.arena.v1.ParamValue:\x02\x38\x01\x42\x0b\n\t_offender\"3\n\x11WatchMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04game\x18\x02 \x01(\t\"\x93\x01\n\nMatchEvent\x12(\n\x07started\x18\x01 \x01(\x0b\x32\x15.arena.v1.MatchRecordH\x00\x12+\n\x06update\x18\x02 \x01(\x0b\x32\x19.arena.v1.SpectatorUpdateH\x00\x12&\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x15.arena.v1.MatchRecordH\x00\x42\x06\n\x04kind\"b\n\x0fSpectatorUpdate\x12#\n\x05moves\x18\x01 \x03(\x0b\x32\x14.arena.v1.PublicMove\x12*\n\x0bobservation\x18\x02 \x01(\x0b\x32\x15.arena.v1.Observation*z\n\x0bMatchStatus\x12\x1c\n\x18MATCH_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14MATCH_STATUS_RUNNING\x10\x01\x12\x19\n\x15MATCH_STATUS_FINISHED\x10\x02\x12\x18\n\x14MATCH_STATUS_ABORTED\x10\x03\x32\xa7\x02\n\x0cMatchService\x12J\n\x0b\x43reateMatch\x12\x1c.arena.v1.CreateMatchRequest\x1a\x1d.arena.v1.CreateMatchResponse\x12<\n\x08GetMatch\x12\x19.arena.v1.GetMatchRequest\x1a\x15.arena.v1.MatchRecord\x12J\n\x0bListMatches\x12\x1c.arena.v1.ListMatchesRequest\x1a\x1d.arena.v1.ListMatchesResponse\x12\x41\n\nWatchMatch\x12\x1b.arena.v1.WatchMatchRequest\x1a\x14.arena.v1.MatchEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,34 +37,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CREATEMATCHREQUEST_PARAMSENTRY']._loaded_options = None
   _globals['_CREATEMATCHREQUEST_PARAMSENTRY']._serialized_options = b'8\001'
+  _globals['_CREATEMATCHREQUEST_BOTTOKENSENTRY']._loaded_options = None
+  _globals['_CREATEMATCHREQUEST_BOTTOKENSENTRY']._serialized_options = b'8\001'
   _globals['_MATCHRECORD_PARAMSENTRY']._loaded_options = None
   _globals['_MATCHRECORD_PARAMSENTRY']._serialized_options = b'8\001'
-  _globals['_MATCHSTATUS']._serialized_start=1684
-  _globals['_MATCHSTATUS']._serialized_end=1806
+  _globals['_MATCHSTATUS']._serialized_start=1887
+  _globals['_MATCHSTATUS']._serialized_end=2009
   _globals['_CREATEMATCHREQUEST']._serialized_start=154
-  _globals['_CREATEMATCHREQUEST']._serialized_end=402
-  _globals['_CREATEMATCHREQUEST_PARAMSENTRY']._serialized_start=335
-  _globals['_CREATEMATCHREQUEST_PARAMSENTRY']._serialized_end=402
-  _globals['_CREATEMATCHRESPONSE']._serialized_start=404
-  _globals['_CREATEMATCHRESPONSE']._serialized_end=482
-  _globals['_GETMATCHREQUEST']._serialized_start=484
-  _globals['_GETMATCHREQUEST']._serialized_end=519
-  _globals['_LISTMATCHESREQUEST']._serialized_start=521
-  _globals['_LISTMATCHESREQUEST']._serialized_end=583
-  _globals['_LISTMATCHESRESPONSE']._serialized_start=585
-  _globals['_LISTMATCHESRESPONSE']._serialized_end=646
-  _globals['_MOVERECORD']._serialized_start=649
-  _globals['_MOVERECORD']._serialized_end=778
-  _globals['_MATCHRECORD']._serialized_start=781
-  _globals['_MATCHRECORD']._serialized_end=1379
-  _globals['_MATCHRECORD_PARAMSENTRY']._serialized_start=335
-  _globals['_MATCHRECORD_PARAMSENTRY']._serialized_end=402
-  _globals['_WATCHMATCHREQUEST']._serialized_start=1381
-  _globals['_WATCHMATCHREQUEST']._serialized_end=1432
-  _globals['_MATCHEVENT']._serialized_start=1435
-  _globals['_MATCHEVENT']._serialized_end=1582
-  _globals['_SPECTATORUPDATE']._serialized_start=1584
-  _globals['_SPECTATORUPDATE']._serialized_end=1682
-  _globals['_MATCHSERVICE']._serialized_start=1809
-  _globals['_MATCHSERVICE']._serialized_end=2104
+  _globals['_CREATEMATCHREQUEST']._serialized_end=517
+  _globals['_CREATEMATCHREQUEST_PARAMSENTRY']._serialized_start=400
+  _globals['_CREATEMATCHREQUEST_PARAMSENTRY']._serialized_end=467
+  _globals['_CREATEMATCHREQUEST_BOTTOKENSENTRY']._serialized_start=469
+  _globals['_CREATEMATCHREQUEST_BOTTOKENSENTRY']._serialized_end=517
+  _globals['_CREATEMATCHRESPONSE']._serialized_start=519
+  _globals['_CREATEMATCHRESPONSE']._serialized_end=597
+  _globals['_GETMATCHREQUEST']._serialized_start=599
+  _globals['_GETMATCHREQUEST']._serialized_end=675
+  _globals['_LISTMATCHESREQUEST']._serialized_start=677
+  _globals['_LISTMATCHESREQUEST']._serialized_end=739
+  _globals['_LISTMATCHESRESPONSE']._serialized_start=741
+  _globals['_LISTMATCHESRESPONSE']._serialized_end=802
+  _globals['_MOVERECORD']._serialized_start=805
+  _globals['_MOVERECORD']._serialized_end=934
+  _globals['_MATCHRECORD']._serialized_start=937
+  _globals['_MATCHRECORD']._serialized_end=1582
+  _globals['_MATCHRECORD_PARAMSENTRY']._serialized_start=400
+  _globals['_MATCHRECORD_PARAMSENTRY']._serialized_end=467
+  _globals['_WATCHMATCHREQUEST']._serialized_start=1584
+  _globals['_WATCHMATCHREQUEST']._serialized_end=1635
+  _globals['_MATCHEVENT']._serialized_start=1638
+  _globals['_MATCHEVENT']._serialized_end=1785
+  _globals['_SPECTATORUPDATE']._serialized_start=1787
+  _globals['_SPECTATORUPDATE']._serialized_end=1885
+  _globals['_MATCHSERVICE']._serialized_start=2012
+  _globals['_MATCHSERVICE']._serialized_end=2307
 # @@protoc_insertion_point(module_scope)

@@ -67,15 +67,40 @@ class CreateMatchRequest(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class BotTokensEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     GAME_FIELD_NUMBER: _builtins.int
     PARAMS_FIELD_NUMBER: _builtins.int
     BOTS_FIELD_NUMBER: _builtins.int
     TIME_CONTROL_FIELD_NUMBER: _builtins.int
     SEED_FIELD_NUMBER: _builtins.int
     WAIT_FIELD_NUMBER: _builtins.int
+    BOT_TOKENS_FIELD_NUMBER: _builtins.int
     game: _builtins.str
     seed: _builtins.str
-    """Optional; the server picks a random seed when empty."""
+    """Optional; the server picks a secret random seed when empty. A chosen seed
+    is allowed only when every bot is the caller's own (its token is in
+    bot_tokens), never with a hosted bot (its randomness derives from the
+    seed); the record then says seed_chosen.
+    """
     wait: _builtins.bool
     """Wait for the end and return the record."""
     @_builtins.property
@@ -88,6 +113,12 @@ class CreateMatchRequest(_message.Message):
     def time_control(self) -> _common_pb2.TimeControl:
         """Optional; the server default when unset."""
 
+    @_builtins.property
+    def bot_tokens(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Bot name -> token, proving the caller may seat that bot: the registered
+        bot's token, or a guest session's Welcome.session_token.
+        """
+
     def __init__(
         self,
         *,
@@ -97,10 +128,11 @@ class CreateMatchRequest(_message.Message):
         time_control: _common_pb2.TimeControl | None = ...,
         seed: _builtins.str = ...,
         wait: _builtins.bool = ...,
+        bot_tokens: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["time_control", b"time_control"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bots", b"bots", "game", b"game", "params", b"params", "seed", b"seed", "time_control", b"time_control", "wait", b"wait"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_tokens", b"bot_tokens", "bots", b"bots", "game", b"game", "params", b"params", "seed", b"seed", "time_control", b"time_control", "wait", b"wait"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -136,15 +168,23 @@ class GetMatchRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MATCH_ID_FIELD_NUMBER: _builtins.int
+    MOVE_OFFSET_FIELD_NUMBER: _builtins.int
+    MOVE_LIMIT_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    move_offset: _builtins.int
+    """First move (ply) of the page; 0 for the start of the match."""
+    move_limit: _builtins.int
+    """Moves in the page: 0 (or more than the server's maximum, 10,000) means the maximum."""
     def __init__(
         self,
         *,
         match_id: _builtins.str = ...,
+        move_offset: _builtins.int = ...,
+        move_limit: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id", "move_limit", b"move_limit", "move_offset", b"move_offset"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -281,17 +321,31 @@ class MatchRecord(_message.Message):
     RATED_FIELD_NUMBER: _builtins.int
     MOVES_FIELD_NUMBER: _builtins.int
     MOVE_COUNT_FIELD_NUMBER: _builtins.int
+    NEXT_MOVE_OFFSET_FIELD_NUMBER: _builtins.int
+    SEED_CHOSEN_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     game: _builtins.str
     seed_sha256: _builtins.str
+    """Lowercase hex SHA-256 of the UTF-8 seed: the commitment, public from the start."""
     seed: _builtins.str
-    """Revealed only once the match is over."""
+    """Revealed only once the match is over (finished or aborted); empty while it
+    runs, and empty for a match cut off by a server crash (never revealed).
+    """
     status: Global___MatchStatus.ValueType
     termination: _common_pb2.Termination.ValueType
     offender: _builtins.int
     reason: _builtins.str
     rated: _builtins.bool
     move_count: _builtins.int
+    """Moves in the whole match, chance outcomes included."""
+    next_move_offset: _builtins.int
+    """Where the next page of moves starts (GetMatchRequest.move_offset), or 0
+    when this page reaches the last move.
+    """
+    seed_chosen: _builtins.bool
+    """True when the seed was chosen by whoever created the match (unrated
+    matches between the creator's own bots only) instead of by the server.
+    """
     @_builtins.property
     def params(self) -> _containers.MessageMap[_builtins.str, _common_pb2.ParamValue]: ...
     @_builtins.property
@@ -306,7 +360,7 @@ class MatchRecord(_message.Message):
     def ended_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___MoveRecord]:
-        """Empty in ListMatches."""
+        """Empty in ListMatches; one page (see GetMatchRequest) elsewhere."""
 
     def __init__(
         self,
@@ -328,10 +382,12 @@ class MatchRecord(_message.Message):
         rated: _builtins.bool = ...,
         moves: _abc.Iterable[Global___MoveRecord] | None = ...,
         move_count: _builtins.int = ...,
+        next_move_offset: _builtins.int = ...,
+        seed_chosen: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_offender", b"_offender", "ended_at", b"ended_at", "offender", b"offender", "started_at", b"started_at", "time_control", b"time_control"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_offender", b"_offender", "ended_at", b"ended_at", "game", b"game", "match_id", b"match_id", "move_count", b"move_count", "moves", b"moves", "offender", b"offender", "params", b"params", "rated", b"rated", "reason", b"reason", "returns", b"returns", "seats", b"seats", "seed", b"seed", "seed_sha256", b"seed_sha256", "started_at", b"started_at", "status", b"status", "termination", b"termination", "time_control", b"time_control"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_offender", b"_offender", "ended_at", b"ended_at", "game", b"game", "match_id", b"match_id", "move_count", b"move_count", "moves", b"moves", "next_move_offset", b"next_move_offset", "offender", b"offender", "params", b"params", "rated", b"rated", "reason", b"reason", "returns", b"returns", "seats", b"seats", "seed", b"seed", "seed_chosen", b"seed_chosen", "seed_sha256", b"seed_sha256", "started_at", b"started_at", "status", b"status", "termination", b"termination", "time_control", b"time_control"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__offender: _TypeAlias = _typing.Literal["offender"]  # noqa: Y015
     _WhichOneofArgType__offender: _TypeAlias = _typing.Literal["_offender", b"_offender"]  # noqa: Y015
@@ -382,7 +438,9 @@ class MatchEvent(_message.Message):
 
     @_builtins.property
     def ended(self) -> Global___MatchRecord:
-        """Sent last: the complete record, hidden information revealed."""
+        """Sent last: the complete record, hidden information revealed (its first
+        page of moves; GetMatch with next_move_offset for the rest).
+        """
 
     def __init__(
         self,

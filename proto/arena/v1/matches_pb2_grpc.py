@@ -60,15 +60,25 @@ class MatchServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def CreateMatch(self, request, context):
-        """Starts a match between named bots (hosted, or remote bots with an open
-        session). With wait=true the call returns when the match has ended.
+        """Starts an UNRATED match between named bots. Anyone may seat hosted bots;
+        a connected remote bot or a registered (submitted) bot is seated only
+        when its token is in bot_tokens (its registered token, or for a guest
+        the Welcome.session_token of its session). Rated matches come only from
+        the ladder's own pairings. Server limits: per-move clock <= 300 s,
+        overage <= 600 s, grace <= 5 s, rps rounds <= 100000, at most 8 matches
+        in flight per caller address; each refusal is INVALID_ARGUMENT,
+        PERMISSION_DENIED or RESOURCE_EXHAUSTED with a message saying what to do.
+        With wait=true the call returns when the match has ended.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetMatch(self, request, context):
-        """A match with its full move list (chance outcomes included once ended).
+        """A match with one page of its move list (chance outcomes included once
+        ended): at most 10,000 moves per reply; next_move_offset says where the
+        next page starts. While it runs only seed_sha256 is shown; the seed
+        appears once it ended.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -32,11 +32,22 @@ class MatchServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> MatchServiceAsyncStub: ...
     CreateMatch: _grpc.UnaryUnaryMultiCallable[_matches_pb2.CreateMatchRequest, _matches_pb2.CreateMatchResponse]
-    """Starts a match between named bots (hosted, or remote bots with an open
-    session). With wait=true the call returns when the match has ended.
+    """Starts an UNRATED match between named bots. Anyone may seat hosted bots;
+    a connected remote bot or a registered (submitted) bot is seated only
+    when its token is in bot_tokens (its registered token, or for a guest
+    the Welcome.session_token of its session). Rated matches come only from
+    the ladder's own pairings. Server limits: per-move clock <= 300 s,
+    overage <= 600 s, grace <= 5 s, rps rounds <= 100000, at most 8 matches
+    in flight per caller address; each refusal is INVALID_ARGUMENT,
+    PERMISSION_DENIED or RESOURCE_EXHAUSTED with a message saying what to do.
+    With wait=true the call returns when the match has ended.
     """
     GetMatch: _grpc.UnaryUnaryMultiCallable[_matches_pb2.GetMatchRequest, _matches_pb2.MatchRecord]
-    """A match with its full move list (chance outcomes included once ended)."""
+    """A match with one page of its move list (chance outcomes included once
+    ended): at most 10,000 moves per reply; next_move_offset says where the
+    next page starts. While it runs only seed_sha256 is shown; the seed
+    appears once it ended.
+    """
     ListMatches: _grpc.UnaryUnaryMultiCallable[_matches_pb2.ListMatchesRequest, _matches_pb2.ListMatchesResponse]
     """Recent matches, newest first, without move lists."""
     WatchMatch: _grpc.UnaryStreamMultiCallable[_matches_pb2.WatchMatchRequest, _matches_pb2.MatchEvent]
@@ -48,11 +59,22 @@ class MatchServiceStub:
 class MatchServiceAsyncStub(MatchServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateMatch: _aio.UnaryUnaryMultiCallable[_matches_pb2.CreateMatchRequest, _matches_pb2.CreateMatchResponse]  # type: ignore[assignment]
-    """Starts a match between named bots (hosted, or remote bots with an open
-    session). With wait=true the call returns when the match has ended.
+    """Starts an UNRATED match between named bots. Anyone may seat hosted bots;
+    a connected remote bot or a registered (submitted) bot is seated only
+    when its token is in bot_tokens (its registered token, or for a guest
+    the Welcome.session_token of its session). Rated matches come only from
+    the ladder's own pairings. Server limits: per-move clock <= 300 s,
+    overage <= 600 s, grace <= 5 s, rps rounds <= 100000, at most 8 matches
+    in flight per caller address; each refusal is INVALID_ARGUMENT,
+    PERMISSION_DENIED or RESOURCE_EXHAUSTED with a message saying what to do.
+    With wait=true the call returns when the match has ended.
     """
     GetMatch: _aio.UnaryUnaryMultiCallable[_matches_pb2.GetMatchRequest, _matches_pb2.MatchRecord]  # type: ignore[assignment]
-    """A match with its full move list (chance outcomes included once ended)."""
+    """A match with one page of its move list (chance outcomes included once
+    ended): at most 10,000 moves per reply; next_move_offset says where the
+    next page starts. While it runs only seed_sha256 is shown; the seed
+    appears once it ended.
+    """
     ListMatches: _aio.UnaryUnaryMultiCallable[_matches_pb2.ListMatchesRequest, _matches_pb2.ListMatchesResponse]  # type: ignore[assignment]
     """Recent matches, newest first, without move lists."""
     WatchMatch: _aio.UnaryStreamMultiCallable[_matches_pb2.WatchMatchRequest, _matches_pb2.MatchEvent]  # type: ignore[assignment]
@@ -67,8 +89,15 @@ class MatchServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _matches_pb2.CreateMatchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_matches_pb2.CreateMatchResponse, _abc.Awaitable[_matches_pb2.CreateMatchResponse]]:
-        """Starts a match between named bots (hosted, or remote bots with an open
-        session). With wait=true the call returns when the match has ended.
+        """Starts an UNRATED match between named bots. Anyone may seat hosted bots;
+        a connected remote bot or a registered (submitted) bot is seated only
+        when its token is in bot_tokens (its registered token, or for a guest
+        the Welcome.session_token of its session). Rated matches come only from
+        the ladder's own pairings. Server limits: per-move clock <= 300 s,
+        overage <= 600 s, grace <= 5 s, rps rounds <= 100000, at most 8 matches
+        in flight per caller address; each refusal is INVALID_ARGUMENT,
+        PERMISSION_DENIED or RESOURCE_EXHAUSTED with a message saying what to do.
+        With wait=true the call returns when the match has ended.
         """
 
     @_abc_1.abstractmethod
@@ -77,7 +106,11 @@ class MatchServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _matches_pb2.GetMatchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_matches_pb2.MatchRecord, _abc.Awaitable[_matches_pb2.MatchRecord]]:
-        """A match with its full move list (chance outcomes included once ended)."""
+        """A match with one page of its move list (chance outcomes included once
+        ended): at most 10,000 moves per reply; next_move_offset says where the
+        next page starts. While it runs only seed_sha256 is shown; the seed
+        appears once it ended.
+        """
 
     @_abc_1.abstractmethod
     def ListMatches(

@@ -1,6 +1,6 @@
 """A lean two-bot RPS loop: the same Bot objects and calls as the referee, minus the clock.
 
-The referee (``arena_server.referee.play_match``) costs about 15 µs a round for
+The referee (``arena_server.referee.loop.play_match``) costs about 15 µs a round for
 its fairness machinery; tests and the round robin only need the bots' own
 behaviour, so this loop builds the same :class:`Turn` and
 :class:`RpsObservation` values the referee sends and calls ``on_match_start``,

@@ -7,7 +7,7 @@ fixed-preference period k = 3, 10, 100, and :data:`STRINGS_PER_P` strings per
 rock probability p = 10%..90%), every studied algorithm swept over its
 parameters (MUPN and MV over r = 1..6; SUPP, MKSU and MKIA over r = 1..6 and
 epsilon 0.9 and 0.95), one run per setting, fresh state per match. Matches run
-in the numba kernels the hosted bots use (:mod:`arena_bots._kernels.thesis`).
+in the numba kernels the hosted bots use (:mod:`arena_bots.rps.thesis_kernels`).
 
 Each table is printed with our figure, the thesis's and the difference, and
 all of them are written as markdown (default ``docs/experiments/rpsls-thesis.md``),
@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
+import arena_bots.rps.thesis_agents as T
+import arena_bots.rps.thesis_kernels as K
 from arena_bots import hosted_bots
-from arena_bots import thesis_agents as T
-from arena_bots._kernels import thesis as K
 from arena_bots.experiments.duel import duel
 
 SIGNS = 5

@@ -1,0 +1,97 @@
+"""``arena match``: play one match between named bots and print the result."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+import grpc
+
+from arena.v1 import matches_pb2 as mp
+from arena.v1 import matches_pb2_grpc as mp_grpc
+from arena_bots import hosted_bots
+from arena_client.convert import params_to_proto, time_control_to_proto
+from arena_client.remote import ServerUnreachable, wait_until_reachable_blocking
+from arena_server.cli import CliError
+from arena_server.cli.common import (
+    add_connect_timeout_argument,
+    add_game_arguments,
+    add_time_control_arguments,
+    game_from_args,
+    open_database,
+    time_control_from_args,
+)
+from arena_server.matches.hub import Hub, HubError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "match",
+        help="play one match between named bots",
+        description="Play one match. Without --server the hosted bots play here, in this process; "
+        "with --server the server runs it (so connected remote bots can play) and stores it.",
+    )
+    p.add_argument("bots", nargs="+", metavar="BOT", help="bot names by seat, e.g. random rock")
+    add_game_arguments(p)
+    add_time_control_arguments(p)
+    p.add_argument("--seed", default=None, help="match seed (default: random)")
+    p.add_argument("--server", default=None, metavar="HOST:PORT", help="ask this server to run the match")
+    p.add_argument("--db", default=None, help="(local matches) also store the match in this SQLite file")
+    add_connect_timeout_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    game = game_from_args(args)
+    tc = time_control_from_args(args)
+    if args.server:
+        return _remote(args, game, tc)
+    return asyncio.run(_local(args, game, tc))
+
+
+async def _local(args: argparse.Namespace, game: object, tc: object) -> int:
+    store = None
+    if args.db:
+        store = await open_database(args.db)
+    try:
+        hub = Hub(store, hosted_bots())
+        try:
+            running = await hub.start_match(game, args.bots, tc, args.seed, seed_chosen=bool(args.seed))  # type: ignore[arg-type]
+        except HubError as exc:
+            raise CliError(str(exc)) from None
+        assert running.task is not None
+        record = await running.task
+    finally:
+        if store is not None:
+            await store.close()
+    print(record.summary())
+    print(f"seed {record.seed} (sha256 {record.seed_sha256})")
+    return 0
+
+
+def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
+    request = mp.CreateMatchRequest(
+        game=args.game,
+        bots=args.bots,
+        seed=args.seed or "",
+        wait=True,
+        time_control=time_control_to_proto(tc),  # type: ignore[arg-type]
+    )
+    params_to_proto(game.params, request.params)  # type: ignore[attr-defined]
+    with grpc.insecure_channel(args.server) as channel:
+        try:
+            wait_until_reachable_blocking(channel, args.server, args.connect_timeout)
+        except ServerUnreachable as exc:
+            raise CliError(str(exc)) from None
+        try:
+            response = mp_grpc.MatchServiceStub(channel).CreateMatch(request)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+                raise CliError(f"lost the connection to {args.server} ({exc.details()})") from None  # type: ignore[attr-defined]
+            raise CliError(exc.details()) from None  # type: ignore[attr-defined]
+    r = response.record
+    names = " vs ".join(s.bot_name for s in r.seats)
+    scores = " : ".join(f"{x:g}" for x in r.returns)
+    print(f"match {r.match_id} {r.game}: {names}  {scores}  ({mp.MatchStatus.Name(r.status)}: {r.reason})")
+    print(f"seed {r.seed} (sha256 {r.seed_sha256})")
+    return 0

@@ -1,0 +1,105 @@
+"""``arena serve``: run the gRPC server with hosted bots and the SQLite store."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from arena_bots import hosted_bots
+from arena_server.api.server import build_server
+from arena_server.bots.registry import check_sandbox, prepare_registry
+from arena_server.cli import CliError
+from arena_server.cli.common import add_time_control_arguments, open_database, time_control_from_args
+from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
+from arena_server.cli.ladder import ladder_config, start_ladder
+from arena_server.ladder.scheduler import LadderConfig
+from arena_server.matches.hub import Hub
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "serve",
+        help="run the server",
+        description="Run the Arena gRPC server: hosted reference bots, remote bots, every match stored in SQLite.",
+    )
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=50051, help="port to listen on (default 50051; 0 picks a free one)")
+    p.add_argument("--db", default="arena.db", help="SQLite database file (default arena.db)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="where submitted bots are stored (default: arena-data/ next to the database)",
+    )  # issue 4
+    p.add_argument(
+        "--allow-unsandboxed-uploads",
+        action="store_true",
+        help="accept submitted bots even where this kernel cannot confine their filesystem (see README)",
+    )  # issue 12
+    add_time_control_arguments(p)
+    add_ladder_arguments(p)  # issue 5
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port {args.port} is out of range; use 0..65535")
+    tc = time_control_from_args(args)
+    return asyncio.run(
+        _serve(
+            args.host,
+            args.port,
+            args.db,
+            tc,
+            ladder_config(args),
+            data_dir=args.data_dir,
+            allow_unsandboxed=args.allow_unsandboxed_uploads,
+        )
+    )
+
+
+async def _serve(
+    host: str,
+    port: int,
+    db: str,
+    tc: object,
+    ladder_cfg: LadderConfig | None = None,
+    data_dir: str | None = None,
+    allow_unsandboxed: bool = False,
+) -> int:
+    store = await open_database(db)
+    hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
+    if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
+        await prepare_registry(hub.registry, data_dir)
+        await check_sandbox(hub.registry, allow_unsandboxed)  # issue 12
+    try:
+        server, bound = await build_server(hub, host, port)
+    except OSError as exc:
+        await store.close()
+        raise CliError(f"{exc}; is another server running? pick another --port") from None
+    await server.start()
+    if store.recovered_aborted:
+        print(
+            f"arena: marked {store.recovered_aborted} unfinished match(es) from the last run as aborted",
+            flush=True,
+        )
+    bots = ", ".join(sorted(hub.hosted))
+    print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
+    print("arena: press Ctrl-C to stop", flush=True)
+    ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("arena: shutting down; aborting running matches", file=sys.stderr, flush=True)
+    if ladder is not None:
+        ladder.halt()
+    await hub.shutdown()
+    if ladder is not None:
+        await ladder.stop()
+    await server.stop(grace=2)
+    await store.close()
+    print("arena: stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,100 @@
+"""``arena watch``: follow a match move by move as a spectator.
+
+While the match runs only public information is shown (no dice); at the end
+the full record arrives, hidden information included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+import grpc
+
+from arena.v1 import common_pb2 as common
+from arena.v1 import matches_pb2 as mp
+from arena.v1 import matches_pb2_grpc as mp_grpc
+from arena_client.convert import observation_from_proto, params_from_proto
+from arena_client.remote import ServerUnreachable, wait_until_reachable
+from arena_games import CHANCE, Game, load_game
+from arena_server.cli import CliError
+from arena_server.cli.common import DEFAULT_ADDRESS, add_connect_timeout_argument
+from arena_server.matches.terminal import render
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "watch",
+        help="follow a live match as a spectator",
+        description="Follow a match move by move: public information while it runs, everything at the end.",
+    )
+    p.add_argument("match_id", nargs="?", default="", help="the match to follow")
+    p.add_argument("--game", default="", help="instead of a match id: follow the next match of this game")
+    p.add_argument("--server", default=DEFAULT_ADDRESS, metavar="HOST:PORT", help=f"default {DEFAULT_ADDRESS}")
+    add_connect_timeout_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.match_id and not args.game:
+        raise CliError("give a MATCH_ID, or --game GAME to follow the next match of that game")
+    return asyncio.run(watch(args.server, args.match_id, args.game, sys.stdout, args.connect_timeout))
+
+
+async def watch(server: str, match_id: str, game_name: str, out: TextIO, connect_timeout: float = 10.0) -> int:
+    """Print the match's events to ``out`` until it ends.
+
+    Raises:
+        CliError: no server answers at ``server`` within ``connect_timeout`` seconds, or it refused.
+    """
+
+    def say(text: str = "") -> None:
+        print(text, file=out, flush=True)
+
+    async with grpc.aio.insecure_channel(server) as channel:
+        try:
+            await wait_until_reachable(channel, server, connect_timeout)
+        except ServerUnreachable as exc:
+            raise CliError(str(exc)) from None
+        if game_name and not match_id:
+            say(f"waiting for the next {game_name} match ...")
+        stub = mp_grpc.MatchServiceStub(channel)
+        names: tuple[str, ...] = ()
+        game: Game | None = None
+        try:
+            async for event in stub.WatchMatch(mp.WatchMatchRequest(match_id=match_id, game=game_name)):
+                kind = event.WhichOneof("kind")
+                if kind == "started":
+                    header = event.started
+                    game = load_game(header.game, **params_from_proto(header.params))
+                    names = tuple(s.bot_name for s in header.seats)
+                    say(f"match {header.match_id}: {game!r}: {' vs '.join(names)}")
+                    say(f"seed commitment (sha256): {header.seed_sha256}")
+                elif kind == "update" and game is not None:
+                    moves = ", ".join(f"{names[m.seat]} {m.label}" for m in event.update.moves)
+                    say(f"-- {moves}")
+                    say(render(game, observation_from_proto(event.update.observation), None, names))
+                elif kind == "ended" and game is not None:
+                    _ended(event.ended, game, names, say)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                raise CliError(f"lost the connection to {server} ({exc.details()})") from None
+            raise CliError(exc.details() or exc.code().name) from None
+    return 0
+
+
+def _ended(record: mp.MatchRecord, game: Game, names: tuple[str, ...], say: Callable[..., None]) -> None:
+    history = [(m.seat, m.action) for m in record.moves if m.legal]
+    state = game.state_from_history(history)
+    say()
+    say(render(game, state.observation(None), None, names))
+    dealt = [m for m in record.moves if m.seat == CHANCE]
+    if dealt:
+        say(f"chance outcomes, now revealed: {' '.join(m.label for m in dealt)}")
+    scores = ", ".join(f"{n} {r:g}" for n, r in zip(names, record.returns, strict=True))
+    term = common.Termination.Name(record.termination).removeprefix("TERMINATION_").lower()
+    say(f"result: {scores} ({term}: {record.reason})")
+    say(f"seed revealed: {record.seed}")

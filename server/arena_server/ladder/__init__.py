@@ -1,0 +1,1 @@
+"""The ladder: rating fits, matchmaking, tournaments."""

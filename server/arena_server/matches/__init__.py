@@ -1,0 +1,1 @@
+"""Running and stored matches: the hub that seats bots and feeds spectators, replays, text rendering."""

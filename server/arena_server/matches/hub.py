@@ -1,0 +1,493 @@
+"""The hub: seats bots, runs matches, stores them, and feeds spectators.
+
+Everything that starts a match goes through :meth:`Hub.start_match`: the gRPC
+``MatchService.CreateMatch``, a remote bot's ``Challenge``, and the CLI. The
+hub resolves bot names to seats (a fresh in-process bot for hosted names, the
+open session for connected remote bots), writes the match to the store when
+it starts and when it ends, and aborts every running match on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import secrets
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from arena.v1 import bot_session_pb2 as bs
+from arena_bots import HostedBot
+from arena_client import PublicMove, SeatInfo, Termination, TimeControl
+from arena_games import CHANCE, Game, GameError, State, load_game
+from arena_server.bots.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
+from arena_server.bots.registry import BotRegistry, default_data_dir, name_key, reserved_names
+from arena_server.referee.loop import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match, seed_hash
+from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.remote import RemoteSession
+from arena_server.seats.subprocess_seat import SubprocessSeat
+from arena_server.store.database import Store
+from arena_server.store.ratings import rating_change
+
+MAX_SPECTATOR_BACKLOG = 100_000
+"""Moves that may wait for one spectator; a spectator further behind is dropped (about 10 MB)."""
+
+
+class HubError(Exception):
+    """A request the hub refuses; the message says what was wrong and what to do.
+
+    Attributes:
+        code: A short category: ``unknown_bot``, ``unsupported_game``,
+            ``bad_params``, ``busy`` or ``stopping``.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class RunningMatch:
+    """A match in progress and the people watching it (their queues, told when it closes)."""
+
+    record: MatchRecord
+    control: MatchControl
+    task: asyncio.Task[MatchRecord] | None = None
+    watchers: list[SpectatorQueue] = field(default_factory=list)
+
+
+class Hub:
+    """The server's match machinery (transport-independent)."""
+
+    def __init__(
+        self,
+        store: Store | None,
+        hosted: dict[str, HostedBot],
+        default_time_control: TimeControl | None = None,
+        registry: BotRegistry | None = None,
+    ) -> None:
+        self.store = store
+        self.hosted = hosted
+        # Issue 4: registered subprocess bots (a registry next to the database unless one is given).
+        if registry is None and store is not None and store.path != ":memory:":
+            registry = BotRegistry(store, default_data_dir(store.path), reserved=reserved_names(hosted))
+        self.registry = registry
+        self.default_time_control = default_time_control or TimeControl()
+        self.sessions: dict[str, RemoteSession] = {}
+        self.sealed: dict[str, int] = {}
+        """Seeds reused by several matches (duplicate sets), by commitment: revealed when the set ends."""
+        self.session_keys: dict[str, str] = {}
+        """Connected name -> SHA-256 of its session's Welcome.session_token (proof for CreateMatch)."""
+        self.running: dict[str, RunningMatch] = {}
+        self.stopping = False
+        self._local_ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._next_match: dict[str, list[asyncio.Future[str]]] = {}
+
+    # -- names --------------------------------------------------------------------------------------
+
+    def bot_names(self) -> list[str]:
+        programs = self.registry.programs if self.registry is not None else {}
+        return sorted(set(self.hosted) | set(self.sessions) | set(programs))
+
+    def games_of(self, name: str) -> tuple[str, ...] | None:
+        """The games a bot plays (empty: any), or None if no such bot is available."""
+        if name in self.hosted:
+            return self.hosted[name].games
+        if name in self.sessions:
+            return self.sessions[name].games
+        if self.registry is not None and name in self.registry.programs:
+            return self.registry.programs[name].games
+        return None
+
+    def name_in_use(self, name: str) -> tuple[str, str] | None:
+        """(kind, existing name) of a hosted or connected bot whose name normalises like ``name``."""
+        key = name_key(name)
+        for kind, names in (("hosted", self.hosted), ("connected", self.sessions)):
+            for other in names:
+                if name_key(other) == key:
+                    return kind, other
+        return None
+
+    def evict_guests_named(self, name: str, reason: str) -> int:
+        """Drop every guest session whose name normalises like ``name`` (it has just been registered).
+
+        The session leaves :attr:`sessions` at once, so it can never be seated
+        under that name again; it is told why and its stream is closed.
+        """
+        key = name_key(name)
+        evicted = [s for n, s in self.sessions.items() if s.guest and name_key(n) == key]
+        for session in evicted:
+            del self.sessions[session.name]
+            self.session_keys.pop(session.name, None)
+            self.spawn(_close_session(session, reason))
+        return len(evicted)
+
+    def new_guest_name(self) -> str:
+        while True:
+            name = f"guest-{secrets.token_hex(3)}"
+            if name not in self.sessions and name not in self.hosted:
+                return name
+
+    # -- matches ------------------------------------------------------------------------------------
+
+    def resolve_game(self, game_name: str, params: dict[str, Any]) -> Game:
+        try:
+            return load_game(game_name, **params)
+        except GameError as exc:
+            code = "unsupported_game" if "unknown game" in str(exc) else "bad_params"
+            raise HubError(code, str(exc)) from None
+
+    def check_bots(self, game: Game, bot_names: Sequence[str]) -> None:
+        if len(bot_names) != game.num_players:
+            raise HubError("bad_params", f"{game.name} needs {game.num_players} bots, got {len(bot_names)}")
+        for name in bot_names:
+            games = self.games_of(name)
+            if games is None:
+                available = ", ".join(self.bot_names()) or "none"
+                raise HubError("unknown_bot", f"no bot named {name!r} is hosted or connected; available: {available}")
+            if games and game.name not in games:
+                raise HubError(
+                    "unsupported_game", f"bot {name!r} does not play {game.name}; it plays {', '.join(games)}"
+                )
+
+    async def start_match(
+        self,
+        game: Game,
+        bot_names: Sequence[str],
+        time_control: TimeControl | None = None,
+        seed: str | None = None,
+        rated: bool = False,
+        on_queued: Callable[[str, int], Awaitable[None]] | None = None,
+        seed_chosen: bool = False,
+    ) -> RunningMatch:
+        """Seat the named bots and start the match in the background.
+
+        Remote bots play one match at a time: this waits until each is free,
+        calling ``on_queued(bot_name, position)`` first when it has to wait.
+
+        Args:
+            seed: The match seed; a fresh secret one when None. The ladder and
+                tournaments pass server-made seeds.
+            seed_chosen: ``seed`` came from whoever asks for the match (a
+                challenger, a CreateMatch caller, the operator's ``arena match
+                --seed``), not from the server. Such a match is never rated,
+                and the record says so. (Remote callers are also kept from
+                choosing the seed of a match with a hosted bot: see
+                :func:`arena_server.api.server.check_chosen_seed`.)
+
+        Raises:
+            HubError: unknown bot, a bot that does not play the game, wrong
+                number of bots, a chosen seed where none is allowed, a guest
+                in a rated match, or the server is stopping.
+        """
+        if self.stopping:
+            raise HubError("stopping", "the server is shutting down; try again when it is back")
+        if self.registry is not None and any(self.games_of(n) is None for n in bot_names):
+            await self.registry.refresh()  # a bot added by `arena bot add` while the server runs
+        self.check_bots(game, bot_names)
+        if seed_chosen and rated:
+            raise HubError("bad_params", "a rated match cannot have a chosen seed; leave the seed empty")
+        for name in bot_names:
+            session = self.sessions.get(name)
+            if session is None or not session.guest:
+                continue
+            if rated:
+                raise HubError("bad_params", f"{name!r} is a guest; guests never play rated matches")
+            if self.registry is not None and await self.registry.registered_like(name) is not None:
+                # Registered after the guest connected (e.g. by `arena bot add`): the guest never plays as it.
+                self.evict_guests_named(name, f"the name {name!r} is now registered; reconnect with its token")
+                # Not seated in the guest's place either: whoever asked spoke to the guest, not the owner.
+                raise HubError(
+                    "unknown_bot",
+                    f"{name!r} was a guest's name and is now registered; the guest was disconnected. "
+                    "Ask again to play the registered bot",
+                )
+        seed = seed or new_seed()
+        tc = time_control or self.default_time_control
+        locked: list[RemoteSession] = []
+        seats: list[Seat] = []
+        try:
+            for index, name in enumerate(bot_names):
+                if name in self.hosted:
+                    bot = self.hosted[name].factory(bot_seed(seed, index))
+                    seats.append(InProcessSeat(bot, SeatInfo(index, name, 1, "hosted")))
+                elif name not in self.sessions and self.registry is not None:
+                    seats.append(self.registry.seat(name, index))  # a live session under the name wins
+                else:
+                    session = self.sessions[name]
+                    if session in locked:
+                        raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
+                    if session.busy.locked():
+                        session.queued += 1
+                        try:
+                            if on_queued is not None:
+                                await on_queued(name, session.queued)
+                            await session.busy.acquire()
+                        finally:
+                            session.queued -= 1
+                    else:
+                        await session.busy.acquire()
+                    locked.append(session)
+                    seats.append(TurnRecordingRemoteSeat(session, SeatInfo(index, name, 1, "remote")))
+            record = MatchRecord(
+                match_id="",
+                game=game,
+                seats=tuple(s.info for s in seats),
+                time_control=tc,
+                seed=seed,
+                seed_sha256=seed_hash(seed),
+                started_at=datetime.now(UTC),
+                rated=rated,
+                seed_chosen=seed_chosen,
+                seed_sealed=seed_hash(seed) in self.sealed,
+            )
+            if self.store is not None:
+                await self.store.start_match(record)
+            else:
+                record.match_id = f"local-{next(self._local_ids)}"
+        except BaseException:
+            for session in locked:
+                session.busy.release()
+            for seat in seats:
+                if isinstance(seat, SubprocessSeat):
+                    await seat.close()
+            raise
+        running = RunningMatch(record, MatchControl())
+        self.running[record.match_id] = running
+        running.task = asyncio.ensure_future(self._run(running, seats, locked))
+        for waiter in self._next_match.pop(game.name, []):
+            if not waiter.done():
+                waiter.set_result(record.match_id)
+        return running
+
+    @contextlib.asynccontextmanager
+    async def sealed_seed(self, seed: str) -> AsyncIterator[None]:
+        """Keep ``seed`` secret across every match started with it inside the block.
+
+        For duplicate sets (the ladder's Liar's Dice: the same dice, seats
+        rotated): revealing the seed at the end of the first match would tell
+        the bots of the next one every die. Inside the block the matches end
+        without revealing it (``MatchEnded.seed`` and the stored seed stay
+        empty); when the block exits it is written to all of them.
+        """
+        key = seed_hash(seed)
+        self.sealed[key] = self.sealed.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            left = self.sealed.get(key, 1) - 1
+            if left > 0:
+                self.sealed[key] = left
+            else:
+                self.sealed.pop(key, None)
+                if self.store is not None:
+                    await asyncio.shield(self.store.reveal_seed(seed))
+
+    async def next_match(self, game: str) -> str:
+        """Wait for the next match of ``game`` to start; return its id."""
+        waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._next_match.setdefault(game, []).append(waiter)
+        return await waiter
+
+    async def _run(self, running: RunningMatch, seats: list[Seat], locked: list[RemoteSession]) -> MatchRecord:
+        record = running.record
+        try:
+            await asyncio.sleep(0)  # let spectators already waiting for this match subscribe first
+            # The referee fills in this very record, so it is complete before any seat hears the end.
+            await play_match(
+                record.game,
+                seats,
+                record.time_control,
+                record.seed,
+                record.match_id,
+                running.control,
+                (),
+                record.rated,
+                record=record,
+            )
+        except BaseException as exc:
+            record.termination = Termination.ABORTED
+            record.reason = f"the server failed while running the match: {exc!r}"
+            record.returns = tuple(0.0 for _ in record.seats)
+            record.ended_at = datetime.now(UTC)
+        finally:
+            for session in locked:
+                if session.busy.locked():
+                    session.busy.release()
+            if self.store is not None and record.termination is not None:
+                try:
+                    # Ladder (issue 5): a rated match and its rating change commit together.
+                    hook = chain_hooks(rating_change(record), seat_outcomes(record, seats))  # + logs, failures
+                    await asyncio.shield(self.store.finish_match(record, hook))
+                except Exception as exc:
+                    # The match stays 'running' in the store and is marked aborted at the next start.
+                    print(
+                        f"arena: could not record the end of match {record.match_id}: {exc!r}; "
+                        "it will be marked aborted when the server restarts",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            for seat in seats:
+                if isinstance(seat, SubprocessSeat):
+                    with contextlib.suppress(Exception):
+                        await seat.close()
+            self.running.pop(record.match_id, None)
+            for queue in running.watchers:
+                queue.put_nowait(("closed", None))  # one more than the cap at most
+        return record
+
+    async def shutdown(self, reason: str = "the server is shutting down") -> None:
+        """Abort every running match, wait for them to be recorded, stop accepting new ones."""
+        self.stopping = True
+        for running in list(self.running.values()):
+            running.control.abort(reason)
+        tasks = [r.task for r in self.running.values() if r.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=10)
+
+    # -- spectators ---------------------------------------------------------------------------------
+
+    async def watch(self, match_id: str) -> AsyncIterator[tuple[str, Any]]:
+        """Yield ("started", record), ("moves", (moves, spectator_observation))..., ("ended", record).
+
+        Live matches stream public information only until the end. A spectator
+        more than :data:`MAX_SPECTATOR_BACKLOG` events behind gets
+        ``("dropped", reason)`` instead and nothing after it. A stored
+        match yields its header and its full record at once.
+        """
+        running = self.running.get(match_id)
+        if running is None:
+            stored = await self.store.get_match(match_id) if self.store is not None else None
+            if stored is None:
+                raise HubError("unknown_match", f"no match with id {match_id!r}")
+            yield "started", stored
+            if stored.termination is not None:
+                yield "ended", stored
+            return
+        queue = SpectatorQueue()
+
+        def listen(kind: str, payload: Any) -> None:
+            if queue.dropped:
+                return
+            if kind == "moves":  # the spectator's view at this very moment
+                moves, state = payload
+                payload = (moves, state.observation(None))
+            queue.put_nowait((kind, payload))
+            if queue.dropped:
+                # Too slow: what it did not read is freed and it hears why, instead of buffering without limit.
+                queue.put_nowait(
+                    (
+                        "dropped",
+                        f"too slow, dropped: this spectator fell {MAX_SPECTATOR_BACKLOG} moves behind "
+                        f"match {match_id}; read the stream as fast as it comes, or get the record with "
+                        "GetMatch once the match is over",
+                    )
+                )
+                if listen in control.listeners:
+                    control.listeners.remove(listen)
+
+        # Subscribe and take the catch-up in one step: later moves arrive through the queue only.
+        control = running.control
+        caught_up, seen = _catch_up(running.record.game, control.state)
+        control.listeners.append(listen)
+        running.watchers.append(queue)
+        try:
+            yield "started", running.record
+            if caught_up and seen is not None:
+                yield "moves", (caught_up, seen)
+            while True:
+                kind, payload = await queue.get()
+                if kind == "dropped":
+                    yield kind, payload
+                    return
+                if kind == "closed":
+                    # Joined after the referee's "ended": the record is complete by now.
+                    yield "ended", running.record
+                    return
+                yield kind, payload
+                if kind == "ended":
+                    return
+        finally:
+            if queue in running.watchers:
+                running.watchers.remove(queue)
+            if listen in control.listeners:
+                control.listeners.remove(listen)
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """Run a background task the hub keeps a reference to."""
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+_MERGE_AFTER = 256
+"""Events a spectator may have pending one by one; later moves merge into the last pending event."""
+
+
+class SpectatorQueue:
+    """One spectator's pending events; past :data:`_MERGE_AFTER`, ``moves`` events merge; the backlog is capped.
+
+    Attributes:
+        dropped: Set once more than :data:`MAX_SPECTATOR_BACKLOG` moves were waiting;
+            the pending events are then freed.
+    """
+
+    def __init__(self) -> None:
+        self._items: collections.deque[tuple[str, Any]] = collections.deque()
+        self._ready = asyncio.Event()
+        self.backlog = 0
+        """Moves waiting to be taken."""
+        self.dropped = False
+
+    def put_nowait(self, item: tuple[str, Any]) -> None:
+        kind, payload = item
+        if kind == "dropped":
+            self._items.clear()
+            self.backlog = 0
+        elif kind == "moves":
+            moves, seen = payload
+            self.backlog += len(moves)
+            if self.backlog > MAX_SPECTATOR_BACKLOG:
+                self.dropped = True
+                return
+            if len(self._items) >= _MERGE_AFTER and self._items[-1][0] == "moves":
+                pending, _ = self._items[-1][1]
+                pending.extend(moves)  # our own list (made below), so extending it in place is safe
+                self._items[-1] = ("moves", (pending, seen))
+                return
+            item = ("moves", (list(moves), seen))
+        self._items.append(item)
+        self._ready.set()
+
+    async def get(self) -> tuple[str, Any]:
+        while not self._items:
+            self._ready.clear()
+            await self._ready.wait()
+        kind, payload = self._items.popleft()
+        if kind == "moves":
+            self.backlog -= len(payload[0])
+        return kind, payload
+
+
+async def _close_session(session: RemoteSession, reason: str) -> None:
+    """Tell an evicted session why, and close it (its current match, if any, ends as a disconnect)."""
+    await session.error(bs.ERROR_CODE_NAME_TAKEN, reason, fatal=True)
+    session.mark_closed(reason)
+
+
+def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:
+    """The public moves so far and the spectator's view now, from the live state's history."""
+    if state is None or not state.history:
+        return [], None
+    moves = [
+        PublicMove(player, action, game.action_to_string(player, action))
+        for player, action in state.history
+        if player != CHANCE or game.chance_is_public
+    ]
+    return moves, state.observation(None)

@@ -1,0 +1,1 @@
+"""The referee: one match from start to end (the loop, clocks, seeds, records)."""

@@ -1,0 +1,330 @@
+"""Remote bots: one :class:`RemoteSession` per ``BotSessionService.Play`` stream.
+
+The session owns the stream. It reads every message the bot sends in one
+reader task and hands actions to the match the bot is seated in; it writes
+in order through a single flusher. A :class:`RemoteSeat` is the session's
+seat in one match; the session plays its matches one after another.
+
+Message handling rules (the bot is told each time with an ``Error``):
+
+* anything before ``Hello`` ends the session (``NO_HELLO``);
+* an undecodable or oversized message ends the session, and the running
+  match ends with ``PROTOCOL_ERROR``;
+* an ``Action`` for a turn that already expired is dropped (``STALE_TURN``);
+* an ``Action`` for a turn the seat was never given ends the match with
+  ``PROTOCOL_ERROR``.
+
+Writing never waits for the bot: messages go through a bounded queue
+(:data:`MAX_OUTBOX`) and every write has a deadline (:data:`WRITE_TIMEOUT`).
+A bot that stops reading its stream overflows one or the other; its session is
+closed and the match it is in ends with ``DISCONNECT`` and that reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from arena.v1 import bot_session_pb2 as bs
+from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
+from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
+from arena_server.referee.loop import Answer, Seat
+
+MAX_MESSAGE_BYTES = 64 * 1024
+"""Largest bot message the server accepts (a bot never needs more than a few bytes)."""
+
+MAX_OUTBOX = 1024
+"""Messages that may wait to be written to one bot; a bot with more waiting does not read its stream."""
+
+WRITE_TIMEOUT = 10.0
+"""Seconds one message may take to be written (gRPC flow control waits for the bot to read)."""
+
+FLUSH_TIMEOUT = 2.0
+"""Seconds a closing session waits for its last messages (a fatal Error) to be written."""
+
+
+class SessionClosed(Exception):
+    """The session's stream is gone."""
+
+
+class RemoteSession:
+    """A connected bot: its identity, its stream and the match it is in.
+
+    Messages are written in order by one writer task, so no caller ever waits
+    for the bot to read: :meth:`send` only queues. The queue holds at most
+    ``max_outbox`` messages and each write must finish within
+    ``write_timeout`` seconds; a bot that stops reading breaks one of the two
+    and its session is closed (its seat fails with ``DISCONNECT``).
+
+    Args:
+        write: Coroutine writing one ServerMessage to the stream.
+        peer: Description of the remote end, for logs.
+        max_outbox: Messages that may wait to be written (default :data:`MAX_OUTBOX`).
+        write_timeout: Seconds one write may take (default :data:`WRITE_TIMEOUT`).
+    """
+
+    def __init__(
+        self,
+        write: Callable[[bs.ServerMessage], Awaitable[Any]],
+        peer: str = "",
+        max_outbox: int | None = None,
+        write_timeout: float | None = None,
+    ) -> None:
+        self._write = write
+        self.peer = peer
+        self.name = ""
+        self.guest = True
+        self.games: tuple[str, ...] = ()
+        self.closed = asyncio.Event()
+        self.close_reason = ""
+        self.busy = asyncio.Lock()
+        """Held while the session is seated in a match (one match at a time)."""
+        self.queued = 0
+        """Matches waiting for this session to be free."""
+        self.seat: RemoteSeat | None = None
+        self.ping_nonce = 0
+        """Nonce of the last Ping sent (a Pong echoing it answers it)."""
+        self.max_outbox = MAX_OUTBOX if max_outbox is None else max_outbox
+        self.write_timeout = WRITE_TIMEOUT if write_timeout is None else write_timeout
+        self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._writer: asyncio.Task[None] | None = None
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    async def send(self, msg: bs.ServerMessage) -> None:
+        """Queue ``msg`` for writing, in order, and return at once. Never raises for a dead stream."""
+        self.send_nowait(msg)
+
+    def send_nowait(self, msg: bs.ServerMessage) -> None:
+        """Queue ``msg`` for writing (the same as :meth:`send`, for code that cannot await).
+
+        A closed session drops the message. A full queue means the bot stopped
+        reading: the session is closed and its seat fails with ``DISCONNECT``.
+        """
+        if self.closed.is_set():
+            return
+        if len(self._outbox) >= self.max_outbox:
+            self._abandon(
+                f"does not read its stream: {len(self._outbox)} messages were waiting to be written to it "
+                f"(the limit is {self.max_outbox})"
+            )
+            return
+        self._outbox.append(msg)
+        self._idle.clear()
+        self._wakeup.set()
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write_all())
+
+    @property
+    def backlog(self) -> int:
+        """Messages queued and not yet written."""
+        return len(self._outbox)
+
+    async def _write_all(self) -> None:
+        """The writer task: write queued messages in order, each within the write deadline."""
+        while True:
+            while self._outbox:
+                msg = self._outbox[0]
+                try:
+                    await asyncio.wait_for(self._write(msg), self.write_timeout)
+                except TimeoutError:
+                    self._abandon(
+                        f"does not read its stream: a message ({msg.WhichOneof('kind')}) could not be written "
+                        f"within {self.write_timeout:g}s"
+                    )
+                    return
+                except Exception as exc:  # the stream is gone: note it, the reader will close us
+                    self._abandon(f"writing to the stream failed: {exc!r}")
+                    return
+                if self._outbox and self._outbox[0] is msg:
+                    self._outbox.popleft()
+            self._idle.set()
+            if self.closed.is_set():
+                return
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def _abandon(self, reason: str) -> None:
+        """Close the session and drop what is still queued (the bot will not read it)."""
+        self._outbox.clear()
+        self._idle.set()
+        self._wakeup.set()
+        self.mark_closed(reason)
+
+    async def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
+        """Wait until everything queued is written (at most ``timeout`` seconds); True if it was."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop_writing(self) -> None:
+        """Stop the writer task (the stream is ending); anything still queued is dropped."""
+        self._outbox.clear()
+        self._idle.set()
+        writer, self._writer = self._writer, None
+        if writer is not None and not writer.done():
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writer
+
+    async def error(self, code: int, message: str, match_id: str = "", turn_id: int = 0, fatal: bool = False) -> None:
+        await self.send(
+            bs.ServerMessage(
+                error=bs.Error(code=code, message=message, match_id=match_id, turn_id=turn_id, fatal=fatal)  # type: ignore[arg-type]
+            )
+        )
+
+    def mark_closed(self, reason: str) -> None:
+        """Close the session (messages already queued are still written); the seated match hears of it."""
+        if not self.closed.is_set():
+            self.close_reason = reason
+            self.closed.set()
+            self._wakeup.set()
+            if self.seat is not None:
+                self.seat.session_lost(reason)
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def on_action(self, action: bs.Action) -> None:
+        """Route an Action to the seated match (or complain)."""
+        seat = self.seat
+        if seat is None:
+            self.send_nowait(
+                bs.ServerMessage(
+                    error=bs.Error(
+                        code=bs.ERROR_CODE_UNKNOWN_TURN,
+                        message=f"action for match {action.match_id!r} turn {action.turn_id}, "
+                        "but you are not seated in any match; answer only Turn messages",
+                        match_id=action.match_id,
+                        turn_id=action.turn_id,
+                    )
+                )
+            )
+            return
+        seat.on_action(action)
+
+    def on_resign(self, resign: bs.Resign) -> None:
+        if self.seat is not None and self.seat.match_id == resign.match_id:
+            self.seat.on_resign(resign.reason)
+
+    def protocol_violation(self, reason: str) -> None:
+        """A fatal protocol error: the running match ends with PROTOCOL_ERROR."""
+        if self.seat is not None:
+            self.seat.fail(Termination.PROTOCOL_ERROR, reason)
+
+
+class RemoteSeat(Seat):
+    """A remote session's seat in one match."""
+
+    def __init__(self, session: RemoteSession, info: SeatInfo) -> None:
+        super().__init__(info)
+        self.session = session
+        self.match_id = ""
+        self._turn_id = 0
+        self._issued: set[int] = set()
+        self._expected = 0
+        self._future: asyncio.Future[Answer] | None = None
+        self._started = 0.0
+        self._failure: Answer | None = None
+
+    async def start(self, match: MatchInfo) -> Answer | None:
+        self.match_id = match.match_id
+        self.session.seat = self
+        if self.session.closed.is_set():
+            return Answer(
+                None,
+                0.0,
+                Termination.DISCONNECT,
+                f"was disconnected before the match: {self.session.close_reason}",
+            )
+        self.session.send_nowait(bs.ServerMessage(match_started=match_info_to_proto(match)))
+        return None
+
+    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
+        if self._failure is not None:
+            return self._failure
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Answer] = loop.create_future()
+        self._future = future
+        self._expected = turn.turn_id
+        self._issued.add(turn.turn_id)
+        msg = bs.ServerMessage()
+        turn_to_proto(turn, moves, msg.turn)
+        self._started = time.perf_counter()
+        timer = loop.call_later(timeout, self._expire, future, turn.turn_id, timeout)
+        try:
+            self.session.send_nowait(msg)  # never waits for the bot to read: the clock alone bounds the turn
+            return await future
+        finally:
+            timer.cancel()
+            self._future = None
+            self._expected = 0
+
+    def _expire(self, future: asyncio.Future[Answer], turn_id: int, timeout: float) -> None:
+        if not future.done():
+            future.set_result(
+                Answer(
+                    None,
+                    time.perf_counter() - self._started,
+                    Termination.TIMEOUT,
+                    f"did not answer turn {turn_id} within {timeout:.3f}s",
+                )
+            )
+
+    def on_action(self, action: bs.Action) -> None:
+        future = self._future
+        if action.match_id == self.match_id and action.turn_id == self._expected and future and not future.done():
+            future.set_result(Answer(action.action, time.perf_counter() - self._started))
+            return
+        if action.match_id == self.match_id and action.turn_id in self._issued:
+            self.session.send_nowait(
+                bs.ServerMessage(
+                    error=bs.Error(
+                        code=bs.ERROR_CODE_STALE_TURN,
+                        message=f"turn {action.turn_id} already ended; your action {action.action} was dropped",
+                        match_id=action.match_id,
+                        turn_id=action.turn_id,
+                    )
+                )
+            )
+            return
+        expected = f"turn {self._expected}" if self._expected else "no action (it is not your turn)"
+        self.fail(
+            Termination.PROTOCOL_ERROR,
+            f"sent an action for match {action.match_id!r} turn {action.turn_id}, a turn it was never given "
+            f"(expected {expected} of match {self.match_id!r})",
+        )
+
+    def on_resign(self, reason: str) -> None:
+        self.fail(Termination.RESIGN, "resigned" + (f": {reason}" if reason else ""))
+
+    def session_lost(self, reason: str) -> None:
+        self.fail(Termination.DISCONNECT, f"disconnected ({reason})")
+
+    def fail(self, termination: Termination, reason: str) -> None:
+        """End this seat's participation; the referee sees it at the current or next turn."""
+        if self._failure is None:
+            self._failure = Answer(None, 0.0, termination, reason)
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(Answer(None, time.perf_counter() - self._started, termination, reason))
+
+    def update(self, update: Update) -> None:
+        if self._failure is None:
+            self.session.send_nowait(bs.ServerMessage(update=update_to_proto(update)))
+
+    async def end(self, result: MatchResult) -> None:
+        try:
+            self.session.send_nowait(bs.ServerMessage(match_ended=result_to_proto(result)))
+        finally:
+            if self.session.seat is self:
+                self.session.seat = None

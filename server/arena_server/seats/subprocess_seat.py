@@ -1,0 +1,734 @@
+"""Subprocess seats: a bot program that plays over its stdin and stdout.
+
+:class:`BotProgram` says how to run a bot (command, framing, working directory,
+limits); :class:`SubprocessSeat` runs it for the referee. The process is started
+when a match starts and must send a Hello within the start-up timeout; it is
+stopped when the match ends, unless its Hello asked for ``keep_alive``, in which
+case it plays the seat's next match too and is stopped by :meth:`SubprocessSeat.close`.
+
+Stopping means: MatchEnded is sent, stdin is closed, the bot gets a short grace
+to exit by itself, then its whole process group (and PID namespace, where the
+machine allows one) is killed with SIGKILL and reaped. On a timeout or a crash
+this happens at once. stderr is drained all the time into a capped log that is
+kept with the match (:meth:`SubprocessSeat.stderr_log`), so a bot flooding
+stderr never blocks.
+
+Nothing a bot does raises: every failure is an :class:`Answer` whose reason says
+what arrived and what was expected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from arena.v1 import bot_session_pb2 as bs
+from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
+from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
+from arena_server.referee.loop import Answer, Seat
+from arena_server.seats.framing import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    FrameError,
+    FrameParser,
+    Framing,
+    encode,
+    parse_payload,
+)
+from arena_server.seats.sandbox import (
+    EXIT_REPORT,
+    LaunchSpec,
+    Limits,
+    bot_environment,
+    build_launch,
+    probe_isolation,
+)
+
+PROTOCOL_VERSION = "arena.v1"
+SERVER_VERSION = "arena/0.1"
+
+_STDIN_BACKLOG_LIMIT = 4 << 20
+"""Bytes the server may have queued for a bot's stdin before deciding the bot does not read it."""
+
+
+@dataclass(frozen=True)
+class BotProgram:
+    """How to run a subprocess bot: everything a registered bot needs to become a seat.
+
+    Attributes:
+        command: A shell command line (run with ``/bin/sh -c``) or an argv list (run directly).
+        framing: ``json`` (JSON lines) or ``proto`` (length-delimited protobuf).
+        workdir: The bot's working directory (its files); a fresh empty one when None.
+            It must be readable by the bot's user (``nobody`` when the server is root).
+        limits: Resource limits and isolation.
+        env: Extra environment variables; the server's own environment is never passed on.
+        startup_timeout: Seconds from starting the process to its Hello.
+        exit_grace: Seconds a bot may take to exit by itself after MatchEnded.
+        max_message_bytes: Largest message accepted from the bot.
+        log_bytes: Size of the stderr log kept per process (head and tail are kept).
+    """
+
+    command: str | Sequence[str]
+    framing: Framing = Framing.JSON
+    workdir: str | Path | None = None
+    limits: Limits = field(default_factory=Limits)
+    env: Mapping[str, str] = field(default_factory=dict)
+    startup_timeout: float = 10.0
+    exit_grace: float = 0.5
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    log_bytes: int = 64 << 10
+
+    def argv(self) -> list[str]:
+        if isinstance(self.command, str):
+            return ["/bin/sh", "-c", self.command]
+        return list(self.command)
+
+    def describe(self) -> str:
+        cmd = self.command if isinstance(self.command, str) else shlex.join(self.command)
+        return f"{cmd!r} ({self.framing} framing)"
+
+
+class CappedLog:
+    """A bounded text log: keeps the first and the last bytes, counts what was dropped."""
+
+    def __init__(self, capacity: int) -> None:
+        self.head_cap = capacity // 4
+        self.tail_cap = capacity - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.total = 0
+
+    def write(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        self.tail += data
+        excess = len(self.tail) - self.tail_cap
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def note(self, text: str) -> None:
+        """A line from the server itself, marked ``[arena]``."""
+        self.write(f"[arena] {text}\n".encode())
+
+    def text(self) -> str:
+        middle = f"\n[arena] ... {self.dropped} bytes of stderr dropped ...\n".encode() if self.dropped else b""
+        return (bytes(self.head) + middle + bytes(self.tail)).decode("utf-8", "replace")
+
+    def last_line(self, skip_notes: bool = True, limit: int = 200) -> str:
+        """The last non-empty line the bot wrote (server notes skipped)."""
+        for line in reversed(self.text().splitlines()):
+            line = line.strip()
+            if line and not (skip_notes and line.startswith("[arena]")):
+                return line if len(line) <= limit else line[: limit - 3] + "..."
+        return ""
+
+
+def describe_exit(returncode: int | None, limits: Limits, log: str = "") -> str:
+    """Words for how a process ended (``log``: its stderr log, where the namespace init reports signals)."""
+    if returncode is None:
+        return "closed its stdout"
+    number = -returncode
+    if returncode > 128 and EXIT_REPORT in log:
+        reported = log.rsplit(EXIT_REPORT, 1)[1].split(maxsplit=1)[0]
+        if reported.isdigit():
+            number = int(reported)
+    if number <= 0:
+        return f"exited with status {returncode}"
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    hint = ""
+    if name == "SIGKILL":
+        hint = (
+            f" (a resource limit: CPU time {limits.cpu_seconds}s or memory, or killed from outside)"
+            if limits.cpu_seconds
+            else ""
+        )
+    elif name == "SIGXCPU":
+        hint = f" (it used up its CPU time limit of {limits.cpu_seconds}s)"
+    elif name == "SIGXFSZ":
+        hint = " (it wrote a file larger than its file size limit)"
+    elif name == "SIGSEGV":
+        hint = " (a segmentation fault)"
+    return f"was killed by {name}{hint}"
+
+
+class SubprocessSeat(Seat):
+    """Seats a bot program that speaks ``arena.v1`` over stdin/stdout.
+
+    One seat object may play several matches in a row; with ``keep_alive`` in its
+    Hello the same process plays them all. Call :meth:`close` when done (it is safe
+    to call it any number of times; the seat also stops its process after every
+    match that does not keep it alive).
+    """
+
+    def __init__(self, program: BotProgram, info: SeatInfo | None = None) -> None:
+        super().__init__(info or SeatInfo(0, "subprocess-bot", 1, "subprocess"))
+        self.program = program
+        self.log = CappedLog(program.log_bytes)
+        self.hello: bs.Hello | None = None
+        self.returncode: int | None = None
+        self.messages_received = 0
+        self.last_sent: bs.ServerMessage | None = None
+        """The last message written to the bot (for failure reports such as ``arena check-bot``)."""
+        self.last_received: bs.BotMessage | None = None
+        """The last message read from the bot."""
+        self.unreadable = ""
+        """The start of the frame or line the bot wrote that could not be read (quoted), if any."""
+        self.last_turn: bs.ServerMessage | None = None
+        """The last Turn the bot was given."""
+        self._proc: asyncio.subprocess.Process | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._parser: FrameParser | None = None
+        self._pipes: _BotPipes | None = None
+        """The stdout codec of the running process; None once its output is no longer read."""
+        self._scratch: str | None = None
+        self._hello_future: asyncio.Future[bs.Hello | Answer] | None = None
+        self._pending: tuple[int, asyncio.Future[tuple[int, float] | Answer | None]] | None = None
+        self._failure: Answer | None = None
+        self._match_id: str | None = None
+        self._past_matches: set[str] = set()
+        self._latest_turn = 0
+        self._answered: set[int] = set()
+        self._stopping = False
+        self._exited = asyncio.Event()
+        self._last_received = "nothing"
+
+    # -- public helpers ---------------------------------------------------------------------------
+
+    def stderr_log(self) -> str:
+        """The capped stderr log of the current (or last) process, with the server's notes."""
+        return self.log.text()
+
+    def stderr_tail(self, max_bytes: int = 2000) -> str:
+        """The end of the stderr log, for failure reports."""
+        text = self.log.text()
+        return text[-max_bytes:]
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None and not self._stopping
+
+    # -- Seat -------------------------------------------------------------------------------------
+
+    async def start(self, match: MatchInfo) -> Answer | None:
+        if self._failure is not None or not self.running:
+            await self._stop()
+            failure = await self._spawn()
+            if failure is not None:
+                await self._stop()
+                return failure
+        assert self.hello is not None
+        games = list(self.hello.games)
+        if games and match.game not in games:
+            reason = (
+                f"cannot play {match.game}: its Hello lists only {', '.join(games)} "
+                f"(add {match.game!r} to Hello.games, or leave the list empty to play every game)"
+            )
+            self._send(bs.ServerMessage(error=bs.Error(code=bs.ERROR_CODE_UNSUPPORTED_GAME, message=reason)))
+            return Answer(None, 0.0, Termination.PROTOCOL_ERROR, reason)
+        self._match_id = match.match_id
+        self._latest_turn = 0
+        self._answered = set()
+        self.log.note(f"match {match.match_id} ({match.game}) starts, seat {match.seat}")
+        self._send(bs.ServerMessage(match_started=match_info_to_proto(match)))
+        return None
+
+    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
+        if self._failure is not None:
+            return self._failure
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[int, float] | Answer | None] = loop.create_future()
+        self._pending = (turn.turn_id, future)
+        self._latest_turn = turn.turn_id
+        stderr_before = self.log.total
+        sent = time.perf_counter()
+        self.last_turn = message = bs.ServerMessage()
+        turn_to_proto(turn, moves, message.turn)
+        self._send(message)
+        if self._failure is not None:
+            self._pending = None
+            return self._failure
+        # A timer handle is much cheaper per move than wait_for (no extra task per turn).
+        timer = loop.call_later(timeout, _expire, future)
+        try:
+            result = await future
+        finally:
+            timer.cancel()
+            self._pending = None
+        if result is _EXPIRED:
+            elapsed = time.perf_counter() - sent
+            self._pending = None
+            reason = f"sent no Action for turn {turn.turn_id} within {timeout:.3g}s"
+            if self.log.total > stderr_before:
+                reason += (
+                    f"; meanwhile it wrote to stderr: {self.log.last_line()!r} "
+                    "(messages must go to stdout; stderr is only a log)"
+                )
+            elif self.messages_received == 0:
+                reason += "; it has written nothing on stdout"
+            failure = Answer(None, elapsed, Termination.TIMEOUT, reason)
+            self._failure = failure
+            await self._stop()
+            return failure
+        if isinstance(result, Answer):
+            return result
+        assert result is not None
+        action, received = result
+        return Answer(action, received - sent)
+
+    def update(self, update: Update) -> None:
+        if self._failure is None:
+            self._send(bs.ServerMessage(update=update_to_proto(update)))
+
+    async def end(self, result: MatchResult) -> None:
+        try:
+            if self._match_id is not None:
+                self._past_matches.add(self._match_id)
+            self._match_id = None
+            if self.running and self._failure is None:
+                self._send(bs.ServerMessage(match_ended=result_to_proto(result)))
+            self.log.note(f"match {result.match_id} ended: {result.termination.label}; {result.reason}")
+            keep = self.hello is not None and self.hello.keep_alive and self._failure is None and self.running
+            if not keep:
+                await self._stop(graceful=True)
+        except Exception as exc:  # end must not raise
+            self.log.note(f"error while ending the match: {exc!r}")
+
+    async def close(self) -> None:
+        """Stop the process (if any) and remove the scratch directory."""
+        await self._stop()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    async def __aenter__(self) -> SubprocessSeat:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- the process ------------------------------------------------------------------------------
+
+    async def _launch_spec(self) -> LaunchSpec:
+        program = self.program
+        limits = program.limits
+        isolation = await probe_isolation(limits)
+        if limits.require_isolation and not isolation.network_isolated and not limits.network:
+            raise RuntimeError(f"network isolation is required but not available here ({isolation.description})")
+        workdir = str(program.workdir) if program.workdir is not None else None
+        scratch = None
+        if isolation.filesystem != "newroot":  # otherwise the bot's /tmp is a tmpfs that dies with it
+            if self._scratch is None:
+                self._scratch = tempfile.mkdtemp(prefix="arena-bot-")
+            scratch = self._scratch
+            if isolation.owner is not None:
+                os.chown(scratch, *isolation.owner)
+        env = bot_environment(scratch or "/tmp", program.env)
+        return build_launch(program.argv(), workdir, env, limits, isolation, workdir=workdir, scratch=scratch)
+
+    async def _spawn(self) -> Answer | None:
+        program = self.program
+        self.log = CappedLog(program.log_bytes)
+        self.hello = None
+        self._failure = None
+        self._stopping = False
+        self._exited = asyncio.Event()
+        self.returncode = None
+        self.messages_received = 0
+        self.last_sent = None
+        self.last_received = None
+        self.last_turn = None
+        self._last_received = "nothing"
+        self._past_matches = set()
+        try:
+            spec = await self._launch_spec()
+        except (OSError, RuntimeError, KeyError) as exc:
+            return Answer(None, 0.0, Termination.CRASH, f"could not be started: {exc}")
+        for note in spec.notes:
+            self.log.note(note)
+        self.log.note(f"command: {program.describe()} in {spec.cwd}")
+        loop = asyncio.get_running_loop()
+        self._hello_future = loop.create_future()
+        self._parser = FrameParser(program.framing, program.max_message_bytes)
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _BotPipes(loop, self._on_stdout, self._on_stdout_eof, self._on_stderr),
+                *spec.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=spec.cwd,
+                env=spec.env,
+                preexec_fn=spec.preexec,
+                **spec.popen_kwargs,  # type: ignore[arg-type]
+            )
+        except OSError as exc:
+            return Answer(None, 0.0, Termination.CRASH, f"could not be started: {exc}")
+        self._proc = proc = asyncio.subprocess.Process(transport, protocol, loop)
+        self._pipes = protocol
+        self._tasks = [asyncio.ensure_future(self._watch_exit(proc))]
+        started = time.perf_counter()
+        try:
+            hello = await asyncio.wait_for(asyncio.shield(self._hello_future), program.startup_timeout)
+        except TimeoutError:
+            reason = (
+                f"sent no Hello within {program.startup_timeout:g}s of starting; "
+                "the first message must be a Hello, "
+                f"e.g. {_HELLO_EXAMPLE[program.framing]}"
+            )
+            if self.messages_received == 0 and self.log.last_line():
+                reason += f"; its stderr ends with {self.log.last_line()!r}"
+            self._failure = Answer(None, time.perf_counter() - started, Termination.TIMEOUT, reason)
+            return self._failure
+        if isinstance(hello, Answer):
+            return hello
+        version = hello.protocol_version
+        if version and version != PROTOCOL_VERSION:
+            reason = f"speaks protocol {version!r}; this server speaks {PROTOCOL_VERSION!r}"
+            self._send(bs.ServerMessage(error=bs.Error(code=bs.ERROR_CODE_VERSION, message=reason, fatal=True)))
+            self._failure = Answer(None, 0.0, Termination.PROTOCOL_ERROR, reason)
+            return self._failure
+        self.log.note(
+            f"hello: name={hello.name!r} games={list(hello.games) or 'all'} keep_alive={hello.keep_alive} "
+            f"client={hello.client!r} after {time.perf_counter() - started:.3f}s"
+        )
+        self._send(
+            bs.ServerMessage(
+                welcome=bs.Welcome(
+                    bot_name=self.info.bot_name,
+                    guest=False,
+                    server_version=SERVER_VERSION,
+                    protocol_version=PROTOCOL_VERSION,
+                    message="seated as a subprocess bot; a MatchStarted follows",
+                )
+            )
+        )
+        return None
+
+    def _send(self, message: bs.ServerMessage) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdin.is_closing():
+            return
+        self.last_sent = message
+        try:
+            proc.stdin.write(encode(message, self.program.framing))
+        except (BrokenPipeError, ConnectionResetError):
+            return
+        transport = proc.stdin.transport
+        if transport.get_write_buffer_size() > _STDIN_BACKLOG_LIMIT:
+            self._fail(
+                Termination.PROTOCOL_ERROR,
+                f"does not read its stdin: more than {_STDIN_BACKLOG_LIMIT >> 20} MiB of messages are waiting for it",
+            )
+
+    def _fail(self, termination: Termination, reason: str, error: bs.Error | None = None) -> None:
+        """Record the first failure and wake whoever waits for the bot."""
+        if self._failure is not None or self._stopping:
+            return
+        failure = Answer(None, 0.0, termination, reason)
+        self._failure = failure
+        self.log.note(f"failure: {termination.label}: {reason}")
+        if error is not None:
+            self._send(bs.ServerMessage(error=error))
+        if self._hello_future is not None and not self._hello_future.done():
+            self._hello_future.set_result(failure)
+        if self._pending is not None and not self._pending[1].done():
+            self._pending[1].set_result(failure)
+
+    def _on_stdout(self, data: bytes) -> None:
+        """Bytes from the bot's stdout, straight from the pipe: parse and dispatch every complete message."""
+        parser = self._parser
+        if parser is None:
+            return
+        try:
+            try:
+                payloads = parser.feed(data)
+                received = time.perf_counter()
+                for payload in payloads:
+                    message = parse_payload(payload, self.program.framing, bs.BotMessage)
+                    self.messages_received += 1
+                    self._dispatch(message, received)
+            except FrameError as exc:
+                self._parser = None  # nothing after garbage is read
+                self.unreadable = exc.quoted
+                code = bs.ERROR_CODE_TOO_LARGE if exc.kind == "too_large" else bs.ERROR_CODE_BAD_MESSAGE
+                self._fail(
+                    Termination.PROTOCOL_ERROR,
+                    f"wrote something unreadable on stdout {self._where()}: {exc.message}",
+                    bs.Error(code=code, message=exc.message, fatal=True),
+                )
+        except Exception as exc:  # a bug here must still end the match cleanly
+            self._parser = None
+            self._fail(Termination.CRASH, f"could not be read: {exc!r}")
+
+    def _on_stdout_eof(self) -> None:
+        parser = self._parser
+        if parser is None:
+            return
+        self._parser = None
+        if self._stopping:
+            return
+        try:
+            parser.eof()
+        except FrameError as exc:
+            self.unreadable = exc.quoted
+            self._fail(
+                Termination.PROTOCOL_ERROR,
+                f"wrote something unreadable on stdout {self._where()}: {exc.message}",
+                bs.Error(code=bs.ERROR_CODE_BAD_MESSAGE, message=exc.message, fatal=True),
+            )
+            return
+        self._tasks.append(asyncio.ensure_future(self._on_eof()))
+
+    def _on_stderr(self, data: bytes) -> None:
+        self.log.write(data)
+
+    def _where(self) -> str:
+        if self.hello is None and self._hello_future is not None and not self._hello_future.done():
+            return "before its Hello"
+        if self._pending is not None:
+            return f"while answering turn {self._pending[0]}"
+        return f"after {self._last_received}"
+
+    def _dispatch(self, message: bs.BotMessage, received: float) -> None:
+        self.last_received = message
+        kind = message.WhichOneof("kind")
+        hello_future = self._hello_future
+        if hello_future is not None and not hello_future.done():
+            if kind != "hello":
+                reason = (
+                    f"sent {kind} as its first message; the first message must be a Hello, e.g. "
+                    f"{_HELLO_EXAMPLE[self.program.framing]}"
+                )
+                self._fail(
+                    Termination.PROTOCOL_ERROR,
+                    reason,
+                    bs.Error(code=bs.ERROR_CODE_NO_HELLO, message=reason, fatal=True),
+                )
+                return
+            self.hello = message.hello
+            hello_future.set_result(message.hello)
+            self._last_received = "its Hello"
+            return
+        if kind == "action":
+            self._on_action(message.action, received)
+        elif kind == "resign":
+            pending = self._pending
+            reason = f"resigned{': ' + message.resign.reason if message.resign.reason else ''}"
+            if self._match_id is None:
+                return
+            failure = Answer(None, 0.0, Termination.RESIGN, reason)
+            self._failure = failure
+            if pending is not None and not pending[1].done():
+                pending[1].set_result(failure)
+        elif kind == "pong":
+            pass
+        elif kind == "hello":
+            reason = "sent a second Hello; Hello is only the first message of a session"
+            self._fail(
+                Termination.PROTOCOL_ERROR,
+                reason,
+                bs.Error(code=bs.ERROR_CODE_BAD_MESSAGE, message=reason, fatal=True),
+            )
+        elif kind == "challenge":
+            self._send(
+                bs.ServerMessage(
+                    error=bs.Error(
+                        code=bs.ERROR_CODE_BAD_MESSAGE,
+                        message="subprocess bots are seated by the server; Challenge is only for remote bots (ignored)",
+                    )
+                )
+            )
+
+    def _on_action(self, action: bs.Action, received: float) -> None:
+        pending = self._pending
+        if self._match_id is None or action.match_id != self._match_id:
+            if action.match_id in self._past_matches:
+                self._stale(action, "that match is over")
+                return
+            current = f"the current match is {self._match_id!r}" if self._match_id else "no match is running"
+            reason = f"sent an Action for match {action.match_id!r}, but {current}"
+            self._fail(
+                Termination.PROTOCOL_ERROR,
+                reason,
+                bs.Error(code=bs.ERROR_CODE_UNKNOWN_TURN, message=reason, fatal=True),
+            )
+            return
+        if pending is not None and action.turn_id == pending[0] and not pending[1].done():
+            self._answered.add(action.turn_id)
+            self._last_received = f"its Action for turn {action.turn_id}"
+            pending[1].set_result((action.action, received))
+            return
+        if 0 < action.turn_id <= self._latest_turn:
+            why = "it was already answered" if action.turn_id in self._answered else "it has expired"
+            self._stale(action, why)
+            return
+        if pending is not None:
+            expected = f"the turn it must answer is {pending[0]}"
+        elif self._latest_turn:
+            expected = f"the latest turn it was given is {self._latest_turn} and no Turn is waiting for an answer"
+        else:
+            expected = "it has not been given any Turn yet in this match"
+        reason = f"answered turn {action.turn_id}, which it was never given ({expected}); answer only after a Turn"
+        self._fail(
+            Termination.PROTOCOL_ERROR,
+            reason,
+            bs.Error(
+                code=bs.ERROR_CODE_UNKNOWN_TURN,
+                message=reason,
+                match_id=action.match_id,
+                turn_id=action.turn_id,
+                fatal=True,
+            ),
+        )
+
+    def _stale(self, action: bs.Action, why: str) -> None:
+        message = f"your Action for turn {action.turn_id} was dropped: {why}"
+        self.log.note(message)
+        self._send(
+            bs.ServerMessage(
+                error=bs.Error(
+                    code=bs.ERROR_CODE_STALE_TURN,
+                    message=message,
+                    match_id=action.match_id,
+                    turn_id=action.turn_id,
+                    fatal=False,
+                )
+            )
+        )
+
+    async def _on_eof(self) -> None:
+        if self._stopping:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._exited.wait(), 2.0)
+        how = describe_exit(self.returncode, self.program.limits, self.log.text())
+        if self.returncode is None:
+            how = "closed its stdout"
+        where = "before sending Hello" if self.hello is None else self._where()
+        reason = f"{how} {where}"
+        last = self.log.last_line()
+        if last:
+            reason += f"; its stderr ends with {last!r}"
+        self._fail(Termination.CRASH, reason)
+
+    async def _watch_exit(self, proc: asyncio.subprocess.Process) -> None:
+        self.returncode = await proc.wait()
+        self._exited.set()
+
+    async def _stop(self, graceful: bool = False) -> None:
+        """End the process: optionally let it exit by itself, then kill its group and reap it."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._stopping = True
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+        if graceful and proc.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exited.wait(), self.program.exit_grace)
+        still_running = self.returncode is None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._exited.wait(), 5.0)
+        # The pipes normally end at once; a descendant that escaped the group could hold them open.
+        if self._pipes is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._pipes.output_closed.wait(), 1.0)
+        _done, pending = await asyncio.wait(self._tasks, timeout=1.0) if self._tasks else (set(), set())
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        transport: Any = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()
+        if still_running:
+            how = "killed by the server (SIGKILL to its process group)"
+        else:
+            how = describe_exit(self.returncode, self.program.limits, self.log.text())
+        self.log.note(f"process {proc.pid} stopped: {how}")
+        self._proc = None
+        self._pipes = None
+        self._parser = None
+        self._tasks = []
+
+
+class _BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
+    """The process's pipes: stdout and stderr go straight to callbacks as they arrive.
+
+    stdin keeps asyncio's StreamWriter. Reading stdout here, in the event loop's
+    own callback, saves a reader task, a StreamReader buffer and an await per
+    message on every move.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_stdout: Callable[[bytes], None],
+        on_stdout_eof: Callable[[], None],
+        on_stderr: Callable[[bytes], None],
+    ) -> None:
+        super().__init__(limit=1 << 16, loop=loop)
+        self.output_closed = asyncio.Event()
+        """Set when both stdout and stderr have reached their end (everything the bot wrote was seen)."""
+        self._open_outputs = 2
+        self._on_stdout = on_stdout
+        self._on_stdout_eof = on_stdout_eof
+        self._on_stderr = on_stderr
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        assert isinstance(data, bytes)
+        if fd == 1:
+            self._on_stdout(data)
+        elif fd == 2:
+            self._on_stderr(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._on_stdout_eof()
+        if fd in (1, 2):
+            self._open_outputs -= 1
+            if not self._open_outputs:
+                self.output_closed.set()
+        super().pipe_connection_lost(fd, exc)
+
+
+_EXPIRED = None
+"""The result a turn's future gets when its deadline passes."""
+
+
+def _expire(future: asyncio.Future[tuple[int, float] | Answer | None]) -> None:
+    if not future.done():
+        future.set_result(_EXPIRED)
+
+
+_HELLO_EXAMPLE = {
+    Framing.JSON: '{"hello": {"protocolVersion": "arena.v1", "name": "my-bot", "games": ["rps"]}} on one line',
+    Framing.PROTO: "a varint length followed by a serialized arena.v1.BotMessage{hello: {...}}",
+}

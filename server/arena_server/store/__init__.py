@@ -1,0 +1,1 @@
+"""The SQLite store: schema and migrations, match records, bots, rating tables."""

@@ -1,0 +1,587 @@
+"""The SQLite store: every match with its full move list, and the bots.
+
+One long-lived aiosqlite connection in WAL mode with foreign keys on. The
+schema is versioned (``PRAGMA user_version``) and upgraded by forward
+migrations at start-up; a database from a newer Arena is refused rather than
+touched. Matches are written when they start (status running) and completed
+in one transaction when they end, so after a crash the running ones are
+marked aborted at the next start and nothing is half-written. A running
+match's row holds only the seed's commitment (``seed_sha256``); the seed
+itself is written when the match ends, so no reader of the file can predict
+a live match's dice (a match cut off by a crash never reveals its seed).
+
+Move lists are stored compactly: one zlib-compressed blob per match holding
+parallel little-endian arrays (seat int8, action int32, elapsed µs uint32,
+legal uint8), readable back into a replay with :func:`decode_moves`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from arena_client import SeatInfo, Termination, TimeControl
+from arena_games import load_game
+from arena_server.referee.loop import MatchRecord, MoveLog
+
+
+class StoreError(Exception):
+    """The database cannot be used; the message says why and what to do."""
+
+
+MIGRATIONS: list[str] = [
+    # 1: bots, matches, seats.
+    """
+    CREATE TABLE bots (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,             -- hosted | remote | subprocess
+        games TEXT NOT NULL DEFAULT '[]',
+        token_hash TEXT,                -- sha256 hex of the secret token; NULL for hosted bots
+        description TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE bot_versions (
+        id INTEGER PRIMARY KEY,
+        bot_id INTEGER NOT NULL REFERENCES bots(id) ON DELETE CASCADE,
+        version INTEGER NOT NULL,
+        command TEXT,
+        framing TEXT,
+        workdir TEXT,
+        created_at TEXT NOT NULL,
+        UNIQUE (bot_id, version)
+    );
+    CREATE TABLE matches (
+        id INTEGER PRIMARY KEY,
+        game TEXT NOT NULL,
+        params TEXT NOT NULL,
+        seed TEXT NOT NULL,
+        seed_sha256 TEXT NOT NULL,
+        time_control TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'finished', 'aborted')),
+        termination INTEGER,
+        offender INTEGER,
+        reason TEXT NOT NULL DEFAULT '',
+        returns TEXT,
+        rated INTEGER NOT NULL DEFAULT 0,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        move_count INTEGER NOT NULL DEFAULT 0,
+        moves BLOB
+    );
+    CREATE INDEX matches_by_game ON matches (game, id);
+    CREATE INDEX matches_by_status ON matches (status);
+    CREATE TABLE match_seats (
+        match_id INTEGER NOT NULL REFERENCES matches(id) ON DELETE CASCADE,
+        seat INTEGER NOT NULL,
+        bot_name TEXT NOT NULL,
+        bot_version INTEGER NOT NULL DEFAULT 1,
+        kind TEXT NOT NULL,
+        PRIMARY KEY (match_id, seat)
+    );
+    CREATE INDEX seats_by_bot ON match_seats (bot_name, match_id);
+    """,
+    # 2: ratings and the ladder (issue 5; see arena_server/store/ratings.py). Everything here is
+    # derived from matches and rebuilt by `arena ratings recompute`, except bot_status and tournaments.
+    """
+    CREATE TABLE rated_matches (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- the order rating changes were applied in
+        match_id INTEGER NOT NULL UNIQUE REFERENCES matches(id) ON DELETE CASCADE,
+        pool TEXT NOT NULL
+    );
+    CREATE TABLE rating_pools (
+        pool TEXT PRIMARY KEY,          -- game name plus its rating-relevant parameters
+        game TEXT NOT NULL,
+        method TEXT NOT NULL,           -- bradley-terry | plackett-luce
+        matches INTEGER NOT NULL DEFAULT 0,
+        dirty INTEGER NOT NULL DEFAULT 0,
+        fitted_at TEXT
+    );
+    CREATE TABLE ratings (
+        pool TEXT NOT NULL,
+        bot_name TEXT NOT NULL,
+        rating REAL NOT NULL DEFAULT 1500,
+        ci REAL NOT NULL DEFAULT 0,     -- half-width of the 95% interval, Elo points
+        mu REAL,                        -- Plackett-Luce pools only
+        sigma REAL,
+        games INTEGER NOT NULL DEFAULT 0,
+        wins INTEGER NOT NULL DEFAULT 0,
+        draws INTEGER NOT NULL DEFAULT 0,
+        losses INTEGER NOT NULL DEFAULT 0,
+        score REAL NOT NULL DEFAULT 0,
+        last_active TEXT,
+        PRIMARY KEY (pool, bot_name)
+    );
+    CREATE INDEX ratings_by_rating ON ratings (pool, rating DESC);
+    CREATE TABLE rating_pairs (
+        pool TEXT NOT NULL,
+        bot_a TEXT NOT NULL,            -- bot_a < bot_b
+        bot_b TEXT NOT NULL,
+        games INTEGER NOT NULL DEFAULT 0,
+        score_a REAL NOT NULL DEFAULT 0,
+        wins_a INTEGER NOT NULL DEFAULT 0,
+        draws INTEGER NOT NULL DEFAULT 0,
+        losses_a INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (pool, bot_a, bot_b)
+    );
+    CREATE TABLE bot_status (
+        bot_name TEXT PRIMARY KEY,
+        paused_version INTEGER NOT NULL,
+        paused_reason TEXT NOT NULL,
+        paused_at TEXT NOT NULL
+    );
+    CREATE TABLE tournaments (
+        id TEXT PRIMARY KEY,
+        spec TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE tournament_matches (
+        tournament_id TEXT NOT NULL REFERENCES tournaments(id) ON DELETE CASCADE,
+        slot INTEGER NOT NULL,
+        match_id INTEGER NOT NULL REFERENCES matches(id),
+        PRIMARY KEY (tournament_id, slot)
+    );
+    """,
+    # 3: submitted bots (issue 4; see arena_server/bots/registry.py): a verdict per version, the capped
+    # stderr log of every subprocess seat, and what an author needs to fix a failure.
+    """
+    ALTER TABLE bot_versions ADD COLUMN status TEXT NOT NULL DEFAULT 'accepted';  -- accepted | rejected
+    ALTER TABLE bot_versions ADD COLUMN check_report TEXT NOT NULL DEFAULT '';   -- the self-check, as text
+    ALTER TABLE bot_versions ADD COLUMN games TEXT NOT NULL DEFAULT '[]';
+    CREATE TABLE match_logs (
+        match_id INTEGER NOT NULL REFERENCES matches(id) ON DELETE CASCADE,
+        seat INTEGER NOT NULL,
+        bot_name TEXT NOT NULL,
+        bot_version INTEGER NOT NULL,
+        log TEXT NOT NULL,              -- the seat's capped stderr log with the server's [arena] notes
+        PRIMARY KEY (match_id, seat)
+    );
+    CREATE TABLE bot_failures (
+        id INTEGER PRIMARY KEY,
+        match_id INTEGER NOT NULL REFERENCES matches(id) ON DELETE CASCADE,
+        seat INTEGER NOT NULL,
+        bot_name TEXT NOT NULL,
+        bot_version INTEGER NOT NULL,
+        kind TEXT NOT NULL,             -- subprocess | remote
+        termination INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        turn_id INTEGER NOT NULL DEFAULT 0,
+        received TEXT NOT NULL DEFAULT '',  -- the last message the bot had been sent (proto3 JSON)
+        sent TEXT NOT NULL DEFAULT '',      -- the last message the bot wrote (proto3 JSON)
+        stderr_tail TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX failures_by_bot ON bot_failures (bot_name, id);
+    """,
+    # 4: the seed stays secret until the end (issue 12). A running match stores only its commitment
+    # (seed = ''); the seed is written when the match ends. seed_chosen marks seeds a creator chose.
+    """
+    ALTER TABLE matches ADD COLUMN seed_chosen INTEGER NOT NULL DEFAULT 0;
+    UPDATE matches SET seed = '' WHERE status = 'running';
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_MOVES_MAGIC = b"AM1"
+
+
+def encode_moves(log: MoveLog) -> bytes:
+    """Pack a move log into the compact blob format."""
+    parts = [log.players, log.actions, log.elapsed_us, log.legal]
+    if sys.byteorder != "little":
+        parts = [array(p.typecode, p) for p in parts]
+        for p in parts:
+            p.byteswap()
+    body = struct.pack("<I", len(log)) + b"".join(p.tobytes() for p in parts)
+    return _MOVES_MAGIC + zlib.compress(body, 6)
+
+
+def decode_moves(blob: bytes | None) -> MoveLog:
+    """Unpack :func:`encode_moves` output."""
+    log = MoveLog()
+    if not blob:
+        return log
+    if blob[:3] != _MOVES_MAGIC:
+        raise StoreError("a stored move list has an unknown format; the database may be corrupt")
+    body = zlib.decompress(blob[3:])
+    (n,) = struct.unpack_from("<I", body)
+    offset = 4
+    for arr in (log.players, log.actions, log.elapsed_us, log.legal):
+        size = n * arr.itemsize
+        arr.frombytes(body[offset : offset + size])
+        if sys.byteorder != "little":
+            arr.byteswap()
+        offset += size
+    return log
+
+
+_THREAD_BLOB_BYTES = 16 << 10
+"""Stored move lists larger than this (compressed) are decoded in a worker thread."""
+
+
+async def _decode_off_loop(blob: bytes | None) -> MoveLog:
+    """:func:`decode_moves`, in a worker thread for a large blob (a million rounds take 50-200 ms)."""
+    if blob is not None and len(blob) > _THREAD_BLOB_BYTES:
+        return await asyncio.to_thread(decode_moves, blob)
+    return decode_moves(blob)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _tc_json(tc: TimeControl) -> str:
+    return json.dumps(
+        {
+            "per_move": tc.per_move.total_seconds(),
+            "overage": tc.overage.total_seconds(),
+            "grace": tc.grace.total_seconds(),
+        }
+    )
+
+
+def _tc_from_json(text: str) -> TimeControl:
+    d = json.loads(text)
+    return TimeControl(timedelta(seconds=d["per_move"]), timedelta(seconds=d["overage"]), timedelta(seconds=d["grace"]))
+
+
+class Store:
+    """The Arena database. Create with :meth:`open`; close with :meth:`close`."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: str, lock_fd: int | None) -> None:
+        self.conn = conn
+        self.path = path
+        self._lock_fd = lock_fd
+        self.write_lock = asyncio.Lock()
+        """Serialises transactions on the one shared connection."""
+        self.recovered_aborted = 0
+        """How many matches were found running at start-up and marked aborted."""
+
+    @classmethod
+    async def open(cls, path: str | os.PathLike[str], exclusive: bool = True) -> Store:
+        """Open (creating if needed) and migrate the database at ``path``.
+
+        Args:
+            path: The SQLite file, or ``":memory:"``.
+            exclusive: Take a lock file so that a second server on the same
+                file is refused with a clear error.
+
+        Raises:
+            StoreError: the file is not a database, is read-only, is locked by
+                another server, or comes from a newer Arena.
+        """
+        path = str(path)
+        lock_fd = None
+        if path != ":memory:":
+            parent = Path(path).resolve().parent
+            if not parent.is_dir():
+                raise StoreError(f"cannot open database {path}: the folder {parent} does not exist")
+            if exclusive:
+                lock_fd = _lock(path)
+        try:
+            conn = await aiosqlite.connect(path, isolation_level=None)
+        except sqlite3.Error as exc:
+            _unlock(lock_fd)
+            raise StoreError(f"cannot open database {path}: {exc}") from exc
+        store = cls(conn, path, lock_fd)
+        try:
+            await store._prepare()
+        except BaseException:
+            await conn.close()
+            _unlock(lock_fd)
+            raise
+        return store
+
+    async def _prepare(self) -> None:
+        conn = self.conn
+        try:
+            await conn.execute("PRAGMA foreign_keys = ON")
+            async with conn.execute("PRAGMA user_version") as cur:
+                row = await cur.fetchone()
+            version = int(row[0]) if row else 0
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{self.path} is not a usable Arena database ({exc}); move it aside or pass --db to use another file"
+            ) from exc
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this Arena understands ({SCHEMA_VERSION}); "
+                "upgrade Arena or use another --db file"
+            )
+        try:
+            if self.path != ":memory:":
+                await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA synchronous = NORMAL")
+            for index in range(version, SCHEMA_VERSION):
+                # One script per migration, atomic: the schema and its version move together.
+                await conn.executescript(
+                    f"BEGIN IMMEDIATE;\n{MIGRATIONS[index]}\nPRAGMA user_version = {index + 1};\nCOMMIT;"
+                )
+            cur = await conn.execute(
+                "UPDATE matches SET status = 'aborted', termination = ?, ended_at = ?, "
+                "reason = 'the server stopped before the match ended' WHERE status = 'running'",
+                (int(Termination.ABORTED), _now()),
+            )
+            self.recovered_aborted = cur.rowcount
+            await cur.close()
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc) or "read-only" in str(exc):
+                raise StoreError(
+                    f"{self.path} is read-only; Arena needs to write to it (check the file's permissions)"
+                ) from exc
+            raise StoreError(f"cannot prepare database {self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{self.path} is not a usable Arena database ({exc}); move it aside or pass --db to use another file"
+            ) from exc
+
+    async def close(self) -> None:
+        await self.conn.close()
+        _unlock(self._lock_fd)
+        self._lock_fd = None
+
+    # -- matches ------------------------------------------------------------------------------------
+
+    async def start_match(self, record: MatchRecord) -> str:
+        """Insert a running match and return its id (also set on ``record``)."""
+        async with self.write_lock:
+            return await self._start_match(record)
+
+    async def _start_match(self, record: MatchRecord) -> str:
+        conn = self.conn
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            cur = await conn.execute(
+                "INSERT INTO matches (game, params, seed, seed_sha256, seed_chosen, time_control, status, rated, "
+                "started_at) VALUES (?, ?, '', ?, ?, ?, 'running', ?, ?)",  # the seed itself: only at the end
+                (
+                    record.game.name,
+                    json.dumps(dict(record.game.params)),
+                    record.seed_sha256,
+                    int(record.seed_chosen),
+                    _tc_json(record.time_control),
+                    int(record.rated),
+                    record.started_at.isoformat(),
+                ),
+            )
+            match_id = cur.lastrowid
+            await cur.close()
+            await conn.executemany(
+                "INSERT INTO match_seats (match_id, seat, bot_name, bot_version, kind) VALUES (?, ?, ?, ?, ?)",
+                [(match_id, s.seat, s.bot_name, s.bot_version, s.kind) for s in record.seats],
+            )
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+        record.match_id = str(match_id)
+        return record.match_id
+
+    async def finish_match(
+        self,
+        record: MatchRecord,
+        extra: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None,
+    ) -> None:
+        """Write the end of a match; ``extra`` runs in the same transaction (e.g. rating updates)."""
+        assert record.termination is not None, "finish_match needs a finished record"
+        async with self.write_lock:
+            await self._finish_match(record, extra)
+
+    async def _finish_match(
+        self,
+        record: MatchRecord,
+        extra: Callable[[aiosqlite.Connection], Awaitable[None]] | None,
+    ) -> None:
+        status = "aborted" if record.termination == Termination.ABORTED else "finished"
+        conn = self.conn
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            await conn.execute(
+                "UPDATE matches SET status = ?, termination = ?, offender = ?, reason = ?, returns = ?, "
+                "ended_at = ?, move_count = ?, moves = ?, seed = ? WHERE id = ?",
+                (
+                    status,
+                    int(record.termination or Termination.ABORTED),
+                    record.offender,
+                    record.reason,
+                    json.dumps(list(record.returns)),
+                    (record.ended_at or datetime.now(UTC)).isoformat(),
+                    len(record.moves),
+                    encode_moves(record.moves),
+                    "" if record.seed_sealed else record.seed,  # revealed now that the match is over
+                    int(record.match_id),
+                ),
+            )
+            if extra is not None:
+                await extra(conn)
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+
+    async def reveal_seed(self, seed: str) -> None:
+        """Write a sealed seed into the ended matches that played it (the end of a duplicate set)."""
+        async with self.write_lock:
+            await self.conn.execute(
+                "UPDATE matches SET seed = ? WHERE seed_sha256 = ? AND status != 'running'",
+                (seed, hashlib.sha256(seed.encode()).hexdigest()),
+            )
+
+    async def get_match(self, match_id: str, with_moves: bool = True) -> MatchRecord | None:
+        """The stored match, or None when there is no such id."""
+        try:
+            mid = int(match_id)
+        except ValueError:
+            return None
+        rows = await self._select_matches("WHERE m.id = ?", (mid,), with_moves, 1)
+        return rows[0] if rows else None
+
+    async def list_matches(self, game: str = "", bot: str = "", limit: int = 20) -> list[MatchRecord]:
+        """Most recent first, without move lists."""
+        clauses, args = [], []
+        if game:
+            clauses.append("m.game = ?")
+            args.append(game)
+        if bot:
+            clauses.append("m.id IN (SELECT match_id FROM match_seats WHERE bot_name = ?)")
+            args.append(bot)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        return await self._select_matches(where, tuple(args), False, limit)
+
+    async def move_counts(self, match_ids: Sequence[str]) -> dict[str, int]:
+        """The number of moves of each stored match (from the ``move_count`` column, no move list read).
+
+        :meth:`list_matches` returns records without their moves; this gives their real lengths.
+        """
+        ids = [int(m) for m in match_ids if m.isdigit()]
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        async with self.conn.execute(f"SELECT id, move_count FROM matches WHERE id IN ({marks})", ids) as cur:
+            return {str(mid): int(count) for mid, count in await cur.fetchall()}
+
+    async def _select_matches(self, where: str, args: Sequence[Any], with_moves: bool, limit: int) -> list[MatchRecord]:
+        moves_col = "m.moves" if with_moves else "NULL"
+        sql = (
+            "SELECT m.id, m.game, m.params, m.seed, m.seed_sha256, m.time_control, m.status, m.termination, "
+            f"m.offender, m.reason, m.returns, m.rated, m.started_at, m.ended_at, m.seed_chosen, {moves_col} "
+            f"FROM matches m {where} ORDER BY m.id DESC LIMIT ?"
+        )
+        async with self.conn.execute(sql, (*args, limit)) as cur:
+            rows = list(await cur.fetchall())
+        if not rows:
+            return []
+        ids = [r[0] for r in rows]
+        seats: dict[int, list[SeatInfo]] = {i: [] for i in ids}
+        marks = ",".join("?" * len(ids))
+        async with self.conn.execute(
+            f"SELECT match_id, seat, bot_name, bot_version, kind FROM match_seats WHERE match_id IN ({marks}) "
+            "ORDER BY match_id, seat",
+            ids,
+        ) as cur:
+            for mid, seat, name, version, kind in await cur.fetchall():
+                seats[mid].append(SeatInfo(seat, name, version, kind))
+        out = []
+        for r in rows:
+            (
+                mid,
+                game,
+                params,
+                seed,
+                sha,
+                tc,
+                _status,
+                term,
+                offender,
+                reason,
+                returns,
+                rated,
+                started,
+                ended,
+                seed_chosen,
+                moves,
+            ) = r
+            record = MatchRecord(
+                match_id=str(mid),
+                game=load_game(game, **json.loads(params)),
+                seats=tuple(seats[mid]),
+                time_control=_tc_from_json(tc),
+                seed=seed,
+                seed_sha256=sha,
+                started_at=_time(started) or datetime.now(UTC),
+                ended_at=_time(ended),
+                termination=Termination(term) if term else None,
+                offender=offender,
+                reason=reason,
+                returns=tuple(json.loads(returns)) if returns else (),
+                moves=await _decode_off_loop(moves) if with_moves else MoveLog(),
+                rated=bool(rated),
+                seed_chosen=bool(seed_chosen),
+            )
+            out.append(record)
+        return out
+
+    async def count_matches(self) -> int:
+        async with self.conn.execute("SELECT COUNT(*) FROM matches") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    # -- bots ---------------------------------------------------------------------------------------
+
+    async def bot_token_hash(self, name: str) -> str | None:
+        """The stored token hash of a registered bot name, or None if it is not registered."""
+        async with self.conn.execute("SELECT token_hash FROM bots WHERE name = ?", (name,)) as cur:
+            row = await cur.fetchone()
+        return row[0] if row else None
+
+
+def _lock(path: str) -> int:
+    lock_path = path + ".lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreError(f"cannot create the lock file {lock_path}: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise StoreError(
+            f"another Arena server (pid {holder}) is using {path}; stop it, or pass --db to use another file"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def _unlock(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def hash_token(token: str) -> str:
+    """How bot tokens are stored: hex SHA-256 (tokens are random, so no salt is needed)."""
+    import hashlib
+
+    return hashlib.sha256(token.encode()).hexdigest()

@@ -1,0 +1,519 @@
+"""Ratings in the database: the change a rated match causes, refits, recompute, and queries.
+
+Tables (migration 2 in :mod:`arena_server.store.database`):
+
+* ``rated_matches``: one row per rated match whose rating change was applied,
+  in application order (``seq``). ``match_id`` is UNIQUE, so a match can never
+  be rated twice, and the row is written in the transaction that finishes the
+  match (:func:`rating_change` is passed to ``Store.finish_match``).
+* ``rating_pools``: one per game and rating-relevant parameters (see
+  :func:`pool_key`), with a ``dirty`` flag set by every new result.
+* ``rating_pairs``: games, score and W/D/L for every pair of bots in a pool:
+  the crosstable, and everything the Bradley-Terry fit needs.
+* ``ratings``: per bot and pool: rating ± 95% half-width, games, W/D/L,
+  last active; ``mu``/``sigma`` for Plackett-Luce pools.
+* ``bot_status``: bots the ladder paused, and why.
+
+A rated match's effect on the totals is computed by one pure function
+(:func:`match_effects`) used both when the match finishes and by
+:func:`recompute`, so a recompute from the matches reproduces the stored
+tables exactly. Bradley-Terry ratings are refitted from the pair totals when a
+pool is dirty (:func:`refit_pool`); the fit is deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import aiosqlite
+
+import arena_server.ladder.fit as rt
+from arena_client import Termination
+from arena_games import Game, load_game
+from arena_server.referee.loop import MatchRecord
+
+BT = "bradley-terry"
+PL = "plackett-luce"
+_POOL_IGNORED_PARAMS = frozenset({"draw_band"})
+
+
+def pool_key(game: Game) -> str:
+    """The rating pool of a game: its name plus every parameter that differs from the default.
+
+    ``draw_band`` is left out: it changes how an RPS match is classified, not
+    the game, so ladder matches with a band rate in the same pool as the rest.
+    """
+    defaults = {spec.name: spec.default for spec in type(game).param_specs}
+    extra = [
+        f"{k}={v}" for k, v in sorted(game.params.items()) if k not in _POOL_IGNORED_PARAMS and defaults.get(k) != v
+    ]
+    return game.name + (f"({','.join(extra)})" if extra else "")
+
+
+def pool_method(game: Game) -> str:
+    return BT if game.num_players == 2 else PL
+
+
+@dataclass(frozen=True)
+class SeatEffect:
+    bot: str
+    score: float
+    win: int
+    draw: int
+    loss: int
+    rank: int
+
+
+@dataclass(frozen=True)
+class MatchEffects:
+    """What one rated match adds to its pool's totals."""
+
+    pool: str
+    game: str
+    method: str
+    seats: tuple[SeatEffect, ...]
+    pairs: tuple[tuple[str, str, float, int, int, int], ...]
+    """(a, b, score of a, win a, draw, loss a) with a < b."""
+    ended_at: str
+
+
+def is_ratable(record: MatchRecord) -> bool:
+    return record.rated and record.termination is not None and record.termination != Termination.ABORTED
+
+
+def match_effects(game: Game, names: tuple[str, ...], returns: tuple[float, ...], ended_at: str) -> MatchEffects:
+    """The pure rating effect of one finished rated match.
+
+    Two seats: the game's ``outcome_scores`` (RPS applies its ``draw_band``).
+    More seats: places by return (ties share a place); each pair of seats
+    scores 1 / 0.5 / 0 by who placed ahead, and a seat wins when it alone is
+    first.
+    """
+    n = len(names)
+    if n == 2:
+        s0, s1 = game.outcome_scores(returns)
+        scores = [float(s0), float(s1)]
+        ranks = [1 if s >= 0.75 else 2 if s <= 0.25 else 1 for s in scores]
+        seats = tuple(
+            SeatEffect(
+                names[i], scores[i], int(scores[i] == 1.0), int(scores[i] == 0.5), int(scores[i] == 0.0), ranks[i]
+            )
+            for i in range(2)
+        )
+    else:
+        ranks = rt.ranks_from_returns(returns)
+        firsts = ranks.count(1)
+        seat_list = []
+        for i in range(n):
+            pair_total = sum(rt.pair_score(ranks[i], ranks[j]) for j in range(n) if j != i)
+            win = int(ranks[i] == 1 and firsts == 1)
+            draw = int(ranks[i] == 1 and firsts > 1)
+            seat_list.append(SeatEffect(names[i], pair_total / (n - 1), win, draw, int(not (win or draw)), ranks[i]))
+        seats = tuple(seat_list)
+    pairs = []
+    for i in range(n):
+        for j in range(i + 1, n):
+            a, b = names[i], names[j]
+            if a == b:
+                continue
+            sa = seats[i].score if n == 2 else rt.pair_score(ranks[i], ranks[j])
+            if a > b:
+                a, b, sa = b, a, 1.0 - sa
+            pairs.append((a, b, sa, int(sa == 1.0), int(sa == 0.5), int(sa == 0.0)))
+    return MatchEffects(pool_key(game), game.name, pool_method(game), seats, tuple(pairs), ended_at)
+
+
+def rating_change(record: MatchRecord) -> Callable[[aiosqlite.Connection], Awaitable[None]] | None:
+    """The hook for ``Store.finish_match``: applies a rated match's effect in the same transaction."""
+    if not is_ratable(record):
+        return None
+
+    async def apply(conn: aiosqlite.Connection) -> None:
+        ended = (record.ended_at or datetime.now(UTC)).isoformat()
+        effects = match_effects(record.game, tuple(s.bot_name for s in record.seats), tuple(record.returns), ended)
+        await apply_effects(conn, int(record.match_id), effects)
+
+    return apply
+
+
+async def apply_effects(conn: aiosqlite.Connection, match_id: int, fx: MatchEffects) -> None:
+    """Write one match's effect (inside the caller's transaction)."""
+    await conn.execute("INSERT INTO rated_matches (match_id, pool) VALUES (?, ?)", (match_id, fx.pool))
+    await conn.execute(
+        "INSERT INTO rating_pools (pool, game, method, matches, dirty) VALUES (?, ?, ?, 1, 1) "
+        "ON CONFLICT (pool) DO UPDATE SET matches = matches + 1, dirty = 1",
+        (fx.pool, fx.game, fx.method),
+    )
+    await conn.executemany(
+        "INSERT INTO ratings (pool, bot_name, games, wins, draws, losses, score, last_active) "
+        "VALUES (?, ?, 1, ?, ?, ?, ?, ?) ON CONFLICT (pool, bot_name) DO UPDATE SET games = games + 1, "
+        "wins = wins + excluded.wins, draws = draws + excluded.draws, losses = losses + excluded.losses, "
+        "score = score + excluded.score, last_active = excluded.last_active",
+        [(fx.pool, s.bot, s.win, s.draw, s.loss, s.score, fx.ended_at) for s in fx.seats],
+    )
+    await conn.executemany(
+        "INSERT INTO rating_pairs (pool, bot_a, bot_b, games, score_a, wins_a, draws, losses_a) "
+        "VALUES (?, ?, ?, 1, ?, ?, ?, ?) ON CONFLICT (pool, bot_a, bot_b) DO UPDATE SET games = games + 1, "
+        "score_a = score_a + excluded.score_a, wins_a = wins_a + excluded.wins_a, "
+        "draws = draws + excluded.draws, losses_a = losses_a + excluded.losses_a",
+        [(fx.pool, *p) for p in fx.pairs],
+    )
+    if fx.method == PL:
+        current = []
+        for s in fx.seats:
+            async with conn.execute(
+                "SELECT mu, sigma FROM ratings WHERE pool = ? AND bot_name = ?", (fx.pool, s.bot)
+            ) as cur:
+                row = await cur.fetchone()
+            current.append((row[0], row[1]) if row and row[0] is not None else rt.pl_default())
+        updated = rt.pl_update(current, [s.rank for s in fx.seats])
+        for s, (mu, sigma) in zip(fx.seats, updated, strict=True):
+            rating, ci = rt.pl_display(mu, sigma)
+            await conn.execute(
+                "UPDATE ratings SET mu = ?, sigma = ?, rating = ?, ci = ? WHERE pool = ? AND bot_name = ?",
+                (mu, sigma, rating, ci, fx.pool, s.bot),
+            )
+
+
+# -- refits ---------------------------------------------------------------------------------------
+
+
+async def _rows(conn: aiosqlite.Connection, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+    async with conn.execute(sql, tuple(args)) as cur:
+        return list(await cur.fetchall())
+
+
+async def dirty_pools(conn: aiosqlite.Connection) -> list[str]:
+    return [r[0] for r in await _rows(conn, "SELECT pool FROM rating_pools WHERE dirty = 1 AND method = ?", (BT,))]
+
+
+async def load_pairs(conn: aiosqlite.Connection, pool: str) -> list[rt.PairTotal]:
+    rows = await _rows(
+        conn,
+        "SELECT bot_a, bot_b, games, score_a, wins_a, draws, losses_a FROM rating_pairs WHERE pool = ? "
+        "ORDER BY bot_a, bot_b",
+        (pool,),
+    )
+    return [rt.PairTotal(*r) for r in rows]
+
+
+async def refit_pool(store: Any, pool: str) -> rt.Fit | None:
+    """Refit one Bradley-Terry pool from its pair totals and store the ratings.
+
+    The fit runs in a worker thread; if results arrived meanwhile the pool
+    stays dirty and the next refit picks them up.
+    """
+    conn = store.conn
+    head = await _rows(conn, "SELECT method, matches FROM rating_pools WHERE pool = ?", (pool,))
+    if not head or head[0][0] != BT:
+        return None
+    matches = head[0][1]
+    rows = await _rows(
+        conn, "SELECT bot_a, bot_b, games, score_a FROM rating_pairs WHERE pool = ? ORDER BY bot_a, bot_b", (pool,)
+    )
+    current = {r[0]: r[1] for r in await _rows(conn, "SELECT bot_name, rating FROM ratings WHERE pool = ?", (pool,))}
+    fit = await asyncio.to_thread(rt.fit_rows, list(current), rows, 1e-10, current)
+    async with store.write_lock:
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            await conn.executemany(
+                "UPDATE ratings SET rating = ?, ci = ? WHERE pool = ? AND bot_name = ?",
+                [(r, c, pool, n) for n, r, c in zip(fit.names, fit.ratings, fit.ci, strict=True)],
+            )
+            await conn.execute(
+                "UPDATE rating_pools SET dirty = CASE WHEN matches = ? THEN 0 ELSE 1 END, fitted_at = ? WHERE pool = ?",
+                (matches, datetime.now(UTC).isoformat(), pool),
+            )
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+    return fit
+
+
+async def refit_dirty(store: Any) -> list[str]:
+    """Refit every dirty Bradley-Terry pool; returns their names."""
+    pools = await dirty_pools(store.conn)
+    for pool in pools:
+        await refit_pool(store, pool)
+    return pools
+
+
+# -- recompute ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """Every derived rating table, as plain values (for recompute and comparison)."""
+
+    pools: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    """pool -> (game, method, matches)"""
+    ratings: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
+    """(pool, bot) -> [rating, ci, mu, sigma, games, wins, draws, losses, score, last_active]"""
+    pairs: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
+    """(pool, a, b) -> [games, score_a, wins_a, draws, losses_a]"""
+    order: list[tuple[int, str]] = field(default_factory=list)
+    """(match_id, pool) in rating order."""
+
+
+async def stored_snapshot(conn: aiosqlite.Connection) -> Snapshot:
+    snap = Snapshot()
+    for pool, game, method, matches in await _rows(conn, "SELECT pool, game, method, matches FROM rating_pools"):
+        snap.pools[pool] = (game, method, matches)
+    for row in await _rows(
+        conn,
+        "SELECT pool, bot_name, rating, ci, mu, sigma, games, wins, draws, losses, score, last_active FROM ratings",
+    ):
+        snap.ratings[(row[0], row[1])] = list(row[2:])
+    for row in await _rows(
+        conn, "SELECT pool, bot_a, bot_b, games, score_a, wins_a, draws, losses_a FROM rating_pairs"
+    ):
+        snap.pairs[(row[0], row[1], row[2])] = list(row[3:])
+    snap.order = [(r[0], r[1]) for r in await _rows(conn, "SELECT match_id, pool FROM rated_matches ORDER BY seq")]
+    return snap
+
+
+async def compute_snapshot(conn: aiosqlite.Connection) -> Snapshot:
+    """Rebuild every derived table in memory from the matches alone.
+
+    Rated finished matches are taken in the order their ratings were applied
+    (``rated_matches.seq``; order matters for Plackett-Luce), any without that
+    record after them by id.
+    """
+    rows = await _rows(
+        conn,
+        "SELECT m.id, m.game, m.params, m.returns, m.ended_at, rm.seq FROM matches m "
+        "LEFT JOIN rated_matches rm ON rm.match_id = m.id "
+        "WHERE m.rated = 1 AND m.status = 'finished' AND m.termination != ? "
+        "ORDER BY rm.seq IS NULL, rm.seq, m.id",
+        (int(Termination.ABORTED),),
+    )
+    seat_rows = await _rows(
+        conn,
+        "SELECT s.match_id, s.bot_name FROM match_seats s JOIN matches m ON m.id = s.match_id "
+        "WHERE m.rated = 1 AND m.status = 'finished' ORDER BY s.match_id, s.seat",
+    )
+    seats: dict[int, list[str]] = {}
+    for mid, name in seat_rows:
+        seats.setdefault(mid, []).append(name)
+    games: dict[tuple[str, str], Game] = {}
+    snap = Snapshot()
+    pl_state: dict[tuple[str, str], tuple[float, float]] = {}
+    for mid, game_name, params, returns, ended, _seq in rows:
+        game = games.get((game_name, params))
+        if game is None:
+            game = games[(game_name, params)] = load_game(game_name, **json.loads(params))
+        fx = match_effects(game, tuple(seats[mid]), tuple(json.loads(returns)), ended)
+        _accumulate(snap, pl_state, mid, fx)
+    for pool, (_game, method, _n) in snap.pools.items():
+        if method != BT:
+            continue
+        names = [b for (p, b) in snap.ratings if p == pool]
+        pairs = [rt.PairTotal(a, b, *v) for (p, a, b), v in sorted(snap.pairs.items()) if p == pool]
+        fit = rt.fit_bradley_terry(names, pairs)
+        for n, r, c in zip(fit.names, fit.ratings, fit.ci, strict=True):
+            snap.ratings[(pool, n)][0:2] = [r, c]
+    return snap
+
+
+def _accumulate(
+    snap: Snapshot, pl_state: dict[tuple[str, str], tuple[float, float]], mid: int, fx: MatchEffects
+) -> None:
+    snap.order.append((mid, fx.pool))
+    game, method, count = snap.pools.get(fx.pool, (fx.game, fx.method, 0))
+    snap.pools[fx.pool] = (game, method, count + 1)
+    for s in fx.seats:
+        row = snap.ratings.setdefault((fx.pool, s.bot), [1500.0, 0.0, None, None, 0, 0, 0, 0, 0.0, None])
+        row[4] += 1
+        row[5] += s.win
+        row[6] += s.draw
+        row[7] += s.loss
+        row[8] += s.score
+        row[9] = fx.ended_at
+    for a, b, sa, w, d, lo in fx.pairs:
+        prow = snap.pairs.setdefault((fx.pool, a, b), [0, 0.0, 0, 0, 0])
+        prow[0] += 1
+        prow[1] += sa
+        prow[2] += w
+        prow[3] += d
+        prow[4] += lo
+    if fx.method == PL:
+        current = [pl_state.get((fx.pool, s.bot), rt.pl_default()) for s in fx.seats]
+        updated = rt.pl_update(current, [s.rank for s in fx.seats])
+        for s, (mu, sigma) in zip(fx.seats, updated, strict=True):
+            pl_state[(fx.pool, s.bot)] = (mu, sigma)
+            rating, ci = rt.pl_display(mu, sigma)
+            snap.ratings[(fx.pool, s.bot)][0:4] = [rating, ci, mu, sigma]
+
+
+def compare(stored: Snapshot, computed: Snapshot) -> list[str]:
+    """Every difference between two snapshots, as readable lines (empty: identical)."""
+    out: list[str] = []
+    for label, a, b in (
+        ("pool", stored.pools, computed.pools),
+        ("rating", stored.ratings, computed.ratings),
+        ("pair", stored.pairs, computed.pairs),
+    ):
+        for key in sorted(set(a) | set(b), key=str):
+            if a.get(key) != b.get(key):  # type: ignore[call-overload]
+                out.append(f"{label} {key}: stored {a.get(key)} != recomputed {b.get(key)}")  # type: ignore[call-overload]
+    if stored.order != computed.order:
+        out.append(f"rating order differs: {len(stored.order)} stored vs {len(computed.order)} recomputed matches")
+    return out
+
+
+async def write_snapshot(store: Any, snap: Snapshot) -> None:
+    """Replace every derived table with ``snap`` (one transaction)."""
+    conn = store.conn
+    async with store.write_lock:
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            for table in ("ratings", "rating_pairs", "rating_pools"):
+                await conn.execute(f"DELETE FROM {table}")
+            have = {r[0] for r in await _rows(conn, "SELECT match_id FROM rated_matches")}
+            await conn.executemany(
+                "INSERT INTO rated_matches (match_id, pool) VALUES (?, ?)",
+                [(mid, pool) for mid, pool in snap.order if mid not in have],
+            )
+            now = datetime.now(UTC).isoformat()
+            await conn.executemany(
+                "INSERT INTO rating_pools (pool, game, method, matches, dirty, fitted_at) VALUES (?, ?, ?, ?, 0, ?)",
+                [(p, g, m, n, now) for p, (g, m, n) in snap.pools.items()],
+            )
+            await conn.executemany(
+                "INSERT INTO ratings (pool, bot_name, rating, ci, mu, sigma, games, wins, draws, losses, score, "
+                "last_active) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(p, b, *v) for (p, b), v in snap.ratings.items()],
+            )
+            await conn.executemany(
+                "INSERT INTO rating_pairs (pool, bot_a, bot_b, games, score_a, wins_a, draws, losses_a) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(p, a, b, *v) for (p, a, b), v in snap.pairs.items()],
+            )
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+
+
+async def recompute(store: Any, write: bool = True) -> tuple[Snapshot, list[str]]:
+    """Rebuild ratings from the matches; returns the result and its differences from what was stored.
+
+    Dirty pools are refitted first, so the comparison is against the
+    incrementally maintained totals at their latest fit.
+    """
+    await refit_dirty(store)
+    stored = await stored_snapshot(store.conn)
+    computed = await compute_snapshot(store.conn)
+    diffs = compare(stored, computed)
+    if write:
+        await write_snapshot(store, computed)
+    return computed, diffs
+
+
+# -- queries --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaderRow:
+    rank: int
+    bot: str
+    rating: float
+    ci: float
+    games: int
+    wins: int
+    draws: int
+    losses: int
+    last_active: str | None
+    paused_reason: str
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    pool: str
+    game: str
+    method: str
+    matches: int
+    fitted_at: str | None
+    dirty: bool
+
+
+async def pool_info(conn: aiosqlite.Connection, pool: str) -> PoolInfo | None:
+    rows = await _rows(
+        conn, "SELECT pool, game, method, matches, fitted_at, dirty FROM rating_pools WHERE pool = ?", (pool,)
+    )
+    return PoolInfo(rows[0][0], rows[0][1], rows[0][2], rows[0][3], rows[0][4], bool(rows[0][5])) if rows else None
+
+
+async def list_pools(conn: aiosqlite.Connection) -> list[PoolInfo]:
+    rows = await _rows(conn, "SELECT pool, game, method, matches, fitted_at, dirty FROM rating_pools ORDER BY pool")
+    return [PoolInfo(r[0], r[1], r[2], r[3], r[4], bool(r[5])) for r in rows]
+
+
+async def leaderboard(conn: aiosqlite.Connection, pool: str, limit: int = 1000) -> list[LeaderRow]:
+    """Bots of a pool, best rating first, with the reason a paused bot is paused."""
+    rows = await _rows(
+        conn,
+        "SELECT r.bot_name, r.rating, r.ci, r.games, r.wins, r.draws, r.losses, r.last_active, "
+        "s.paused_reason, s.paused_version FROM ratings r LEFT JOIN bot_status s ON s.bot_name = r.bot_name "
+        "WHERE r.pool = ? ORDER BY r.rating DESC, r.bot_name LIMIT ?",
+        (pool, limit),
+    )
+    paused_names = [r[0] for r in rows if r[8] is not None]
+    versions = await current_versions(conn, paused_names) if paused_names else {}
+    out = []
+    for rank, r in enumerate(rows, 1):
+        reason = ""
+        if r[8] is not None and r[9] >= versions.get(r[0], 1):
+            reason = r[8]
+        out.append(LeaderRow(rank, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], reason))
+    return out
+
+
+async def crosstable(conn: aiosqlite.Connection, pool: str) -> list[rt.PairTotal]:
+    return await load_pairs(conn, pool)
+
+
+# -- pausing --------------------------------------------------------------------------------------
+
+
+async def current_versions(conn: aiosqlite.Connection, names: Iterable[str] | None = None) -> dict[str, int]:
+    """The newest accepted version of each bot (bots absent from ``bot_versions`` are version 1).
+
+    Rejected and still-checking submissions do not count: they never play, so
+    they must not lift a pause either.
+    """
+    rows = await _rows(
+        conn,
+        "SELECT b.name, MAX(v.version) FROM bots b JOIN bot_versions v ON v.bot_id = b.id "
+        "WHERE v.status = 'accepted' GROUP BY b.name",
+    )
+    wanted = set(names) if names is not None else None
+    return {n: int(v) for n, v in rows if wanted is None or n in wanted}
+
+
+async def paused_bots(conn: aiosqlite.Connection) -> dict[str, tuple[int, str]]:
+    """Bots paused at their current version: name -> (version, reason)."""
+    rows = await _rows(conn, "SELECT bot_name, paused_version, paused_reason FROM bot_status")
+    versions = await current_versions(conn)
+    return {n: (v, reason) for n, v, reason in rows if v >= versions.get(n, 1)}
+
+
+async def pause_bot(store: Any, name: str, version: int, reason: str) -> None:
+    async with store.write_lock:
+        await store.conn.execute(
+            "INSERT INTO bot_status (bot_name, paused_version, paused_reason, paused_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (bot_name) DO UPDATE SET paused_version = excluded.paused_version, "
+            "paused_reason = excluded.paused_reason, paused_at = excluded.paused_at",
+            (name, version, reason, datetime.now(UTC).isoformat()),
+        )
+
+
+async def unpause_bot(store: Any, name: str) -> None:
+    async with store.write_lock:
+        await store.conn.execute("DELETE FROM bot_status WHERE bot_name = ?", (name,))
