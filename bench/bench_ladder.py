@@ -5,14 +5,17 @@
    registered under many names), 100-round RPS. Concurrency 1, 2 and 4 with
    10 bots, then 10, 100 and 1,000 bots at concurrency 2. Baseline in the same
    run: the same matches through ``play_match`` alone (no scheduler, no store).
-2. Refit time of one Bradley-Terry pool (read pair totals, Newton fit, write
-   ratings) with 1,000 / 10,000 / 100,000 stored rated matches among 100 bots
-   (target: under 1 s at 100,000), plus 1,000 bots at 100,000 matches, and a
-   full ``recompute`` from the match rows.
-3. Leaderboard query time at 100,000 matches: the SQL query and the
-   ``LadderService.GetLeaderboard`` RPC (target: under 50 ms).
+2. Refit time of one Bradley-Terry pool (read pair totals, fit, write
+   ratings), cold (from 1500) and warm (from the stored fit): 100 bots with
+   100,000 stored rated matches (target under 50 ms), and 1,000 bots with
+   1,000,000 games given as 20,000 sparse pair totals (target under 1 s).
+   Baseline in the same run: the fit as it was before issue 11 (undamped
+   dense Newton). Plus a full rebuild from the 100,000 match rows.
+3. Leaderboard read time (the SQL query and the ``LadderService.GetLeaderboard``
+   RPC; target under 20 ms) at both sizes.
 
-Run: ``.venv/bin/python bench/bench_ladder.py`` (about two minutes).
+Run: ``.venv/bin/python bench/bench_ladder.py`` (about two minutes). ``--refit``
+runs parts 2 and 3 only.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ import asyncio
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
+import numpy as np
 
 import arena_server.ladder.fit as rt
 import arena_server.store.ratings as ls
@@ -145,55 +151,134 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
+def dense_newton_baseline(pairs: list[rt.PairTotal]) -> float:
+    """The fit as it was before issue 11 (cold start, undamped Newton, dense solve and inverse); seconds."""
+    start = time.perf_counter()
+    names = sorted({p.a for p in pairs} | {p.b for p in pairs})
+    k = len(names)
+    index = {n: i for i, n in enumerate(names)}
+    ia = np.array([index[p.a] for p in pairs])
+    ib = np.array([index[p.b] for p in pairs])
+    n = np.array([p.games for p in pairs], dtype=float)
+    s = np.array([p.score_a for p in pairs])
+    r = np.zeros(k)
+    for _ in range(100):
+        prob = 1 / (1 + np.exp(-(r[ia] - r[ib])))
+        w = n * prob * (1 - prob)
+        info: np.ndarray[Any, Any] = -(np.bincount(ia * k + ib, w, k * k) + np.bincount(ib * k + ia, w, k * k))
+        info[np.arange(k) * (k + 1)] += np.bincount(ia, w, k) + np.bincount(ib, w, k) + rt.PRIOR_PRECISION
+        resid = s - n * prob
+        grad = np.bincount(ia, resid, k) - np.bincount(ib, resid, k) - rt.PRIOR_PRECISION * r
+        step = np.linalg.solve(info.reshape(k, k), grad)
+        r += step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    np.linalg.inv(info.reshape(k, k))
+    return time.perf_counter() - start
+
+
+async def synthetic_pool(store: Store, bots: int, games: int, pairs: int, seed: int = 2) -> str:
+    """A pool given directly as pair totals: ``pairs`` sparse pairs (a ring plus random ones) summing to ``games``."""
+    rng = np.random.default_rng(seed)
+    strength = rng.normal(0, 1, bots)
+    chosen = {(i, (i + 1) % bots) for i in range(bots)}
+    while len(chosen) < pairs:
+        a, b = (int(x) for x in rng.integers(0, bots, 2))
+        if a != b:
+            chosen.add((a, b))
+    ordered = sorted({(min(a, b), max(a, b)) for a, b in chosen})
+    counts = rng.multinomial(games, np.full(len(ordered), 1 / len(ordered)))
+    pool = "rps(bench-synthetic)"
+    rows, per_bot = [], np.zeros(bots, dtype=np.int64)
+    for (a, b), g in zip(ordered, counts, strict=True):
+        wins = int(rng.binomial(int(g), 1 / (1 + np.exp(-(strength[a] - strength[b])))))
+        rows.append((pool, f"bot-{a:04d}", f"bot-{b:04d}", int(g), float(wins), wins, 0, int(g) - wins))
+        per_bot[a] += g
+        per_bot[b] += g
+    conn = store.conn
+    await conn.execute("BEGIN IMMEDIATE")
+    await conn.execute(
+        "INSERT INTO rating_pools (pool, game, method, matches, dirty) VALUES (?, 'rps', ?, ?, 1)", (pool, ls.BT, games)
+    )
+    await conn.executemany("INSERT INTO rating_pairs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    await conn.executemany(
+        "INSERT INTO ratings (pool, bot_name, games) VALUES (?, ?, ?)",
+        [(pool, f"bot-{i:04d}", int(per_bot[i])) for i in range(bots)],
+    )
+    await conn.execute("COMMIT")
+    return pool
+
+
+async def time_refit(store: Store, pool: str, cold: bool) -> tuple[float, rt.Fit]:
+    """Median of 3 ``refit_pool`` calls (read totals, fit, write ratings), from 1500 (cold) or the stored fit."""
+    samples, fit = [], None
+    for _ in range(3):
+        if cold:
+            await store.conn.execute("UPDATE ratings SET rating = 1500, ci = 0 WHERE pool = ?", (pool,))
+        await store.conn.execute("UPDATE rating_pools SET dirty = 1 WHERE pool = ?", (pool,))
+        start = time.perf_counter()
+        fit = await ls.refit_pool(store, pool)
+        samples.append(time.perf_counter() - start)
+    assert fit is not None
+    return statistics.median(samples), fit
+
+
 async def refit_and_query() -> None:
-    print("\n-- rating refit (one pool: read pair totals, Bradley-Terry Newton fit, write ratings; median of 3) --")
-    for matches, bots in ((1_000, 100), (10_000, 100), (100_000, 100), (100_000, 1_000)):
-        with tempfile.TemporaryDirectory() as tmp:
-            store = await Store.open(Path(tmp) / "bench.db")
-            try:
-                t0 = time.perf_counter()
-                pool = await fill(store, matches, bots)
-                fill_s = time.perf_counter() - t0
-                samples = []
-                fit = None
-                for _ in range(3):
-                    await store.conn.execute("UPDATE rating_pools SET dirty = 1")
-                    start = time.perf_counter()
-                    fit = await ls.refit_pool(store, pool)
-                    samples.append(time.perf_counter() - start)
-                assert fit is not None
-                pairs = await ls.load_pairs(store.conn, pool)
-                start = time.perf_counter()
-                cold = rt.fit_bradley_terry([], pairs)
-                fit_only = time.perf_counter() - start
+    print("\n-- rating refit (one pool: read pair totals, Bradley-Terry fit, write ratings; median of 3) --")
+    print("baseline in the same run: the pre-issue-11 fit (undamped dense Newton from zero, dense inverse)")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = await Store.open(Path(tmp) / "bench.db")
+        try:
+            t0 = time.perf_counter()
+            pool = await fill(store, 100_000, 100)
+            fill_s = time.perf_counter() - t0
+            pairs = await ls.load_pairs(store.conn, pool)
+            for cold in (True, False):
+                seconds, fit = await time_refit(store, pool, cold)
+                base = dense_newton_baseline(pairs)
                 print(
-                    f"{matches:>7} matches, {bots:>4} bots, {len(pairs):>6} pairs: refit {median_ms(samples):8.1f} ms "
-                    f"({fit.iterations} Newton steps from the stored ratings; "
-                    f"a cold fit alone {fit_only * 1000:7.1f} ms, "
-                    f"{cold.iterations} steps; "
-                    f"writing the matches took {fill_s:.1f} s)"
+                    f"100 bots, 100,000 matches ({len(pairs)} pairs), {'cold' if cold else 'warm'}: "
+                    f"refit {seconds * 1000:7.1f} ms ({fit.iterations} Newton steps; target < 50 ms; "
+                    f"baseline fit alone {base * 1000:.1f} ms, ratio {seconds / base:.2f}) "
+                    f"[{'PASS' if seconds < 0.05 else 'FAIL'}]"
                 )
-                if matches == 100_000 and bots == 100:
-                    start = time.perf_counter()
-                    _snap, diffs = await ls.recompute(store, write=False)
-                    print(
-                        f"        full recompute from the 100,000 match rows: {time.perf_counter() - start:.2f} s, "
-                        f"{len(diffs)} differences from the incrementally stored ratings"
-                    )
-                    await leaderboard_timing(store, pool)
-            finally:
-                await store.close()
+            print(f"        (writing the 100,000 match rows took {fill_s:.1f} s)")
+            start = time.perf_counter()
+            _snap, diffs = await ls.recompute(store, write=False)
+            print(
+                f"        full rebuild from the 100,000 match rows: {time.perf_counter() - start:.2f} s, "
+                f"{len(diffs)} differences from the incrementally stored ratings"
+            )
+            await leaderboard_timing(store, pool, "100,000 matches, 100 bots")
+            big = await synthetic_pool(store, 1_000, 1_000_000, 20_000)
+            big_pairs = await ls.load_pairs(store.conn, big)
+            for cold in (True, False):
+                seconds, fit = await time_refit(store, big, cold)
+                base = dense_newton_baseline(big_pairs)
+                print(
+                    f"1,000 bots, 1,000,000 games as {len(big_pairs)} pair totals, {'cold' if cold else 'warm'}: "
+                    f"refit {seconds * 1000:7.1f} ms ({fit.iterations} Newton steps; target < 1000 ms; "
+                    f"baseline fit alone {base * 1000:.1f} ms, ratio {seconds / base:.2f}) "
+                    f"[{'PASS' if seconds < 1.0 else 'FAIL'}]"
+                )
+            await leaderboard_timing(store, big, "1,000,000 games, 1,000 bots (first 100 rows)")
+        finally:
+            await store.close()
 
 
-async def leaderboard_timing(store: Store, pool: str) -> None:
-    print("\n-- leaderboard at 100,000 matches, 100 bots --")
+async def leaderboard_timing(store: Store, pool: str, label: str) -> None:
+    print(f"\n-- leaderboard read at {label}; target < 20 ms --")
     samples = []
     for _ in range(50):
         start = time.perf_counter()
         rows = await ls.leaderboard(store.conn, pool, 100)
         samples.append(time.perf_counter() - start)
     assert len(rows) == 100
-    print(f"SQL query (ls.leaderboard):         median {median_ms(samples):6.2f} ms, max {max(samples) * 1000:6.2f} ms")
+    verdict = "PASS" if statistics.median(samples) < 0.02 else "FAIL"
+    print(
+        f"SQL query (ls.leaderboard):         median {median_ms(samples):6.2f} ms, "
+        f"max {max(samples) * 1000:6.2f} ms [{verdict}]"
+    )
     hub = Hub(store, {})
     async with running_server(hub, port=0) as (_server, port):  # noqa: SIM117 - the port comes from the first
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -206,10 +291,17 @@ async def leaderboard_timing(store: Store, pool: str) -> None:
                 board = await stub.GetLeaderboard(request)
                 samples.append(time.perf_counter() - start)
     assert len(board.entries) == 100
-    print(f"gRPC LadderService.GetLeaderboard:  median {median_ms(samples):6.2f} ms, max {max(samples) * 1000:6.2f} ms")
+    verdict = "PASS" if statistics.median(samples) < 0.02 else "FAIL"
+    print(
+        f"gRPC LadderService.GetLeaderboard:  median {median_ms(samples):6.2f} ms, "
+        f"max {max(samples) * 1000:6.2f} ms [{verdict}] (never refits: reads serve the stored fit)"
+    )
 
 
 async def main() -> None:
+    if "--refit" in sys.argv:
+        await refit_and_query()
+        return
     print(f"-- ladder throughput: RPS {ROUNDS} rounds, in-process reference bots, {SECONDS:g} s per run --")
     base = await baseline_rate(SECONDS)
     print(f"baseline: play_match alone (no scheduler, no store): {base:7.1f} matches/s")

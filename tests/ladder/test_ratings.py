@@ -91,3 +91,114 @@ def test_multiplayer_effects_use_finishing_order() -> None:
     before = rt.pl_default()
     after = rt.pl_update([before] * 3, [1, 3, 2])
     assert after[0][0] > before[0] > after[1][0] and all(s < before[1] for _, s in after)
+
+
+# -- convergence (issue 11) ---------------------------------------------------------------------------
+
+
+def test_three_wins_of_five_converges_to_the_same_ratings_from_any_start() -> None:
+    """The case that diverged: warm start 1811/1189 gave 13013 with undamped Newton steps."""
+    pairs = [rt.PairTotal("a", "b", 5, 3.0, 3, 0, 2)]
+    cold = rt.fit_bradley_terry(["a", "b"], pairs)
+    # The MAP optimum: the log-odds difference d solves 3 - 5 p(d) = prior_precision * d / 2.
+    d = (cold.ratings[0] - cold.ratings[1]) / rt.ELO_PER_UNIT
+    assert abs(3 - 5 / (1 + math.exp(-d)) - rt.PRIOR_PRECISION * d / 2) < 1e-6
+    assert 1530 < cold.ratings[0] < 1540 and cold.ratings[0] + cold.ratings[1] == pytest.approx(3000)
+    for start in ({"a": 1811.0, "b": 1189.0}, {"a": 13013.0, "b": -10013.0}, {"a": -1e6, "b": 1e6}):
+        warm = rt.fit_bradley_terry(["a", "b"], pairs, start=start)
+        assert max(abs(x - y) for x, y in zip(warm.ratings, cold.ratings, strict=True)) < 0.01, start
+        assert max(abs(x - y) for x, y in zip(warm.ci, cold.ci, strict=True)) < 0.01, start
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_pools_warm_equals_cold(seed: int) -> None:
+    rng = random.Random(seed)
+    true = {f"bot{i}": rng.gauss(1500, 300) for i in range(rng.randint(2, 12))}
+    pairs = simulate(true, rng.randint(1, 400), seed)
+    cold = rt.fit_bradley_terry(list(true), pairs)
+    wild = {n: rng.uniform(-20000, 20000) for n in true}
+    for start in (wild, dict(zip(cold.names, cold.ratings, strict=True))):
+        warm = rt.fit_bradley_terry(list(true), pairs, start=start)
+        assert warm.names == cold.names and warm.component == cold.component
+        assert max(abs(x - y) for x, y in zip(warm.ratings, cold.ratings, strict=True)) < 0.01
+        assert max(abs(x - y) for x, y in zip(warm.ci, cold.ci, strict=True)) < 0.01
+
+
+def test_draws_count_half_a_win() -> None:
+    drawn = rt.fit_bradley_terry(["a", "b"], [rt.PairTotal("a", "b", 10, 5.0, 0, 10, 0)])
+    split = rt.fit_bradley_terry(["a", "b"], [rt.PairTotal("a", "b", 10, 5.0, 5, 0, 5)])
+    assert drawn.ratings == split.ratings == (1500.0, 1500.0)
+    mostly = rt.fit_bradley_terry(["a", "b"], [rt.PairTotal("a", "b", 10, 7.0, 4, 6, 0)])
+    same = rt.fit_bradley_terry(["a", "b"], [rt.PairTotal("a", "b", 10, 7.0, 7, 0, 3)])
+    assert mostly.ratings == same.ratings and mostly.ratings[0] > 1500
+
+
+@pytest.mark.parametrize("games", [1, 10, 100, 1000])
+def test_unbeaten_bot_is_bounded_by_the_prior(games: int) -> None:
+    """A bot that won every game has an infinite MLE; the prior keeps it at the stated bound.
+
+    For n straight wins the gap d (log-odds) solves n (1 - p(d)) = prior_precision * d / 2,
+    so it grows only like log n: the README's table of gaps is checked here.
+    """
+    fit = rt.fit_bradley_terry(["w", "l"], [rt.PairTotal("l", "w", games, 0.0, 0, 0, games)]).as_dict()
+    gap = fit["w"][0] - fit["l"][0]
+    expected = {1: 527, 10: 851, 100: 1194, 1000: 1548}[games]
+    assert abs(gap - expected) < 1, gap
+    d = gap / rt.ELO_PER_UNIT
+    assert abs(games / (1 + math.exp(d)) - rt.PRIOR_PRECISION * d / 2) < 1e-6
+    assert math.isfinite(fit["w"][1]) and 400 < fit["w"][1] < 750
+
+
+def test_disconnected_pools_are_fitted_per_component_and_centred_on_1500() -> None:
+    pairs = [
+        rt.PairTotal("a", "b", 20, 15.0, 15, 0, 5),
+        rt.PairTotal("b", "c", 20, 10.0, 10, 0, 10),
+        rt.PairTotal("x", "y", 20, 2.0, 2, 0, 18),
+    ]
+    fit = rt.fit_bradley_terry(["a", "b", "c", "x", "y", "z"], pairs)
+    by = dict(zip(fit.names, zip(fit.ratings, fit.ci, fit.component, strict=True), strict=True))
+    assert [by[n][2] for n in "abcxyz"] == [0, 0, 0, 1, 1, 2]
+    assert sum(by[n][0] for n in "abc") / 3 == pytest.approx(1500, abs=1e-4)
+    assert sum(by[n][0] for n in "xy") / 2 == pytest.approx(1500, abs=1e-4)
+    assert by["z"] == (1500.0, round(rt.Z95 * rt.PRIOR_SD_ELO, 6), 2)
+    # Each component's fit is exactly what it would be alone.
+    alone = rt.fit_bradley_terry(["x", "y"], pairs[2:])
+    assert (by["x"][0], by["y"][0]) == alone.ratings
+
+
+def test_intervals_shrink_strictly_with_games_and_fall_below_50() -> None:
+    true = {"a": 1600.0, "b": 1500.0, "c": 1450.0, "d": 1400.0}
+    widths = []
+    for games in (10, 100, 1000, 10_000):
+        fit = rt.fit_bradley_terry(list(true), simulate(true, games, seed=5))
+        widths.append(max(fit.ci))
+    assert widths[0] > widths[1] > widths[2] > widths[3], widths
+    assert widths[2] < 50 and widths[3] < 20, widths
+
+
+def test_intervals_are_the_inverse_information_of_two_bots() -> None:
+    """Two bots, n even games: var(d) = 1 / (n/4 + prior/2), each rating is d/2 from the mean."""
+    n = 400
+    fit = rt.fit_bradley_terry(["a", "b"], [rt.PairTotal("a", "b", n, n / 2, n // 2, 0, n // 2)])
+    sd_d = 1 / math.sqrt(n / 4 + rt.PRIOR_PRECISION / 2)
+    assert fit.ci[0] == pytest.approx(rt.Z95 * rt.ELO_PER_UNIT * sd_d / 2, abs=1e-5)
+
+
+def test_a_large_sparse_pool_converges() -> None:
+    rng = random.Random(3)
+    true = {f"b{i:03d}": rng.gauss(1500, 250) for i in range(400)}
+    names = sorted(true)
+    totals: dict[tuple[str, str], list[float]] = {}
+    for i, a in enumerate(names):  # a ring plus random pairs: one component
+        for b in {names[(i + 1) % len(names)], rng.choice(names)} - {a}:
+            x, y = sorted((a, b))
+            games = rng.randint(1, 50)
+            wins = sum(rng.random() < rt.expected_score(true[x], true[y]) for _ in range(games))
+            row = totals.setdefault((x, y), [0, 0.0])
+            row[0] += games
+            row[1] += wins
+    rows = [(a, b, int(v[0]), v[1]) for (a, b), v in sorted(totals.items())]
+    cold = rt.fit_rows(names, rows)
+    warm = rt.fit_rows(names, rows, start={n: true[n] for n in names})
+    assert set(cold.component) == {0}
+    assert max(abs(x - y) for x, y in zip(warm.ratings, cold.ratings, strict=True)) < 0.01

@@ -138,7 +138,8 @@ async def start_then_stop_reading(live: LiveServer, name: str) -> tuple[RawBot, 
     raw = RawBot(live.channel())
     welcome = await raw.hello(name)
     assert welcome.welcome.bot_name == name
-    await raw.challenge("random", rounds=1_000_000, time_control=time_control_to_proto(LONG_CLOCK))
+    # As long a match as a remote challenge may ask for (the server's cap).
+    await raw.challenge("random", rounds=service.MAX_ROUNDS, time_control=time_control_to_proto(LONG_CLOCK))
     turn = (await raw.recv_kind("turn")).turn
     await raw.answer(turn, 0)
     return raw, turn
@@ -223,6 +224,7 @@ async def test_a_spectator_that_stops_reading_is_dropped_not_buffered(
     live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(service, "WRITE_TIMEOUT", 2.0)
+    monkeypatch.setattr(service, "MAX_ROUNDS", 1_000_000)  # above the cap for remote requests, to grow RSS
     rounds = 1_000_000
     async with live_server.channel() as channel:
         stub = mp_grpc.MatchServiceStub(channel)

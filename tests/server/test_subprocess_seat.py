@@ -129,7 +129,9 @@ async def test_slow_bot_within_its_overage_bank_is_charged() -> None:
     record, _ = await play_against_random(fake("slow", "0.2"), load_game("rps", rounds=2), tc)
     assert record.termination == Termination.NORMAL, record.reason
     own = [elapsed for player, _, elapsed, _ in record.moves if player == 0]
-    assert all(0.2 <= e < 1.5 for e in own), own
+    # Charged beyond its per-move budget and grace, i.e. from its bank. Not necessarily the full 0.2 s: a stall of
+    # the server's loop just before the read is not charged (issue 11), and a loaded machine stalls it.
+    assert all(0.07 < e < 1.5 for e in own), own
 
 
 async def test_illegal_action_is_judged_by_the_referee() -> None:

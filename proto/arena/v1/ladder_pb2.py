@@ -28,7 +28,7 @@ from arena.v1 import matches_pb2 as arena_dot_v1_dot_matches__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61rena/v1/ladder.proto\x12\x08\x61rena.v1\x1a\x1a\x61rena/v1/bot_session.proto\x1a\x15\x61rena/v1/common.proto\x1a\x16\x61rena/v1/matches.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x01\n\x0cPoolSelector\x12\x0c\n\x04game\x18\x01 \x01(\t\x12\x32\n\x06params\x18\x02 \x03(\x0b\x32\".arena.v1.PoolSelector.ParamsEntry\x12\x0c\n\x04pool\x18\x03 \x01(\t\x1a\x43\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.arena.v1.ParamValue:\x02\x38\x01\"\x12\n\x10ListPoolsRequest\"r\n\x04Pool\x12\x0c\n\x04pool\x18\x01 \x01(\t\x12\x0c\n\x04game\x18\x02 \x01(\t\x12\x0e\n\x06method\x18\x03 \x01(\t\x12\x0f\n\x07matches\x18\x04 \x01(\x03\x12-\n\tfitted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"2\n\x11ListPoolsResponse\x12\x1d\n\x05pools\x18\x01 \x03(\x0b\x32\x0e.arena.v1.Pool\"L\n\x15GetLeaderboardRequest\x12$\n\x04pool\x18\x01 \x01(\x0b\x32\x16.arena.v1.PoolSelector\x12\r\n\x05limit\x18\x02 \x01(\x05\"\xd4\x01\n\x10LeaderboardEntry\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\x10\n\x08\x62ot_name\x18\x02 \x01(\t\x12\x0e\n\x06rating\x18\x03 \x01(\x01\x12\x0c\n\x04\x63i95\x18\x04 \x01(\x01\x12\r\n\x05games\x18\x05 \x01(\x03\x12\x0c\n\x04wins\x18\x06 \x01(\x03\x12\r\n\x05\x64raws\x18\x07 \x01(\x03\x12\x0e\n\x06losses\x18\x08 \x01(\x03\x12/\n\x0blast_active\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rpaused_reason\x18\n \x01(\t\"X\n\x0bLeaderboard\x12\x1c\n\x04pool\x18\x01 \x01(\x0b\x32\x0e.arena.v1.Pool\x12+\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x1a.arena.v1.LeaderboardEntry\"<\n\x14GetCrosstableRequest\x12$\n\x04pool\x18\x01 \x01(\x0b\x32\x16.arena.v1.PoolSelector\"\xc0\x01\n\x0e\x43rosstableCell\x12\r\n\x05\x62ot_a\x18\x01 \x01(\t\x12\r\n\x05\x62ot_b\x18\x02 \x01(\t\x12\r\n\x05games\x18\x03 \x01(\x03\x12\x0f\n\x07score_a\x18\x04 \x01(\x01\x12\x0e\n\x06wins_a\x18\x05 \x01(\x03\x12\r\n\x05\x64raws\x18\x06 \x01(\x03\x12\x10\n\x08losses_a\x18\x07 \x01(\x03\x12\x0c\n\x04mean\x18\x08 \x01(\x01\x12\x0e\n\x06\x63i_low\x18\t \x01(\x01\x12\x0f\n\x07\x63i_high\x18\n \x01(\x01\x12\x10\n\x08\x65xpected\x18\x0b \x01(\x01\"a\n\nCrosstable\x12\x1c\n\x04pool\x18\x01 \x01(\x0b\x32\x0e.arena.v1.Pool\x12\x0c\n\x04\x62ots\x18\x02 \x03(\t\x12\'\n\x05\x63\x65lls\x18\x03 \x03(\x0b\x32\x18.arena.v1.CrosstableCell\"F\n\x15ListBotMatchesRequest\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x0c\n\x04game\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"]\n\x08\x42otMatch\x12$\n\x05match\x18\x01 \x01(\x0b\x32\x15.arena.v1.MatchRecord\x12\x0c\n\x04seat\x18\x02 \x01(\x05\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x0e\n\x06result\x18\x04 \x01(\t\"=\n\x16ListBotMatchesResponse\x12#\n\x07matches\x18\x01 \x03(\x0b\x32\x12.arena.v1.BotMatch\"8\n\x16GetSeatMessagesRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04seat\x18\x02 \x01(\x05\"D\n\x17GetSeatMessagesResponse\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.arena.v1.ServerMessage2\x93\x03\n\rLadderService\x12\x44\n\tListPools\x12\x1a.arena.v1.ListPoolsRequest\x1a\x1b.arena.v1.ListPoolsResponse\x12H\n\x0eGetLeaderboard\x12\x1f.arena.v1.GetLeaderboardRequest\x1a\x15.arena.v1.Leaderboard\x12\x45\n\rGetCrosstable\x12\x1e.arena.v1.GetCrosstableRequest\x1a\x14.arena.v1.Crosstable\x12S\n\x0eListBotMatches\x12\x1f.arena.v1.ListBotMatchesRequest\x1a .arena.v1.ListBotMatchesResponse\x12V\n\x0fGetSeatMessages\x12 .arena.v1.GetSeatMessagesRequest\x1a!.arena.v1.GetSeatMessagesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61rena/v1/ladder.proto\x12\x08\x61rena.v1\x1a\x1a\x61rena/v1/bot_session.proto\x1a\x15\x61rena/v1/common.proto\x1a\x16\x61rena/v1/matches.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x01\n\x0cPoolSelector\x12\x0c\n\x04game\x18\x01 \x01(\t\x12\x32\n\x06params\x18\x02 \x03(\x0b\x32\".arena.v1.PoolSelector.ParamsEntry\x12\x0c\n\x04pool\x18\x03 \x01(\t\x1a\x43\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.arena.v1.ParamValue:\x02\x38\x01\"\x12\n\x10ListPoolsRequest\"\x81\x01\n\x04Pool\x12\x0c\n\x04pool\x18\x01 \x01(\t\x12\x0c\n\x04game\x18\x02 \x01(\t\x12\x0e\n\x06method\x18\x03 \x01(\t\x12\x0f\n\x07matches\x18\x04 \x01(\x03\x12-\n\tfitted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x64irty\x18\x06 \x01(\x08\"2\n\x11ListPoolsResponse\x12\x1d\n\x05pools\x18\x01 \x03(\x0b\x32\x0e.arena.v1.Pool\"L\n\x15GetLeaderboardRequest\x12$\n\x04pool\x18\x01 \x01(\x0b\x32\x16.arena.v1.PoolSelector\x12\r\n\x05limit\x18\x02 \x01(\x05\"\xe7\x01\n\x10LeaderboardEntry\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\x10\n\x08\x62ot_name\x18\x02 \x01(\t\x12\x0e\n\x06rating\x18\x03 \x01(\x01\x12\x0c\n\x04\x63i95\x18\x04 \x01(\x01\x12\r\n\x05games\x18\x05 \x01(\x03\x12\x0c\n\x04wins\x18\x06 \x01(\x03\x12\r\n\x05\x64raws\x18\x07 \x01(\x03\x12\x0e\n\x06losses\x18\x08 \x01(\x03\x12/\n\x0blast_active\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rpaused_reason\x18\n \x01(\t\x12\x11\n\tcomponent\x18\x0b \x01(\x05\"X\n\x0bLeaderboard\x12\x1c\n\x04pool\x18\x01 \x01(\x0b\x32\x0e.arena.v1.Pool\x12+\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x1a.arena.v1.LeaderboardEntry\"<\n\x14GetCrosstableRequest\x12$\n\x04pool\x18\x01 \x01(\x0b\x32\x16.arena.v1.PoolSelector\"\xc0\x01\n\x0e\x43rosstableCell\x12\r\n\x05\x62ot_a\x18\x01 \x01(\t\x12\r\n\x05\x62ot_b\x18\x02 \x01(\t\x12\r\n\x05games\x18\x03 \x01(\x03\x12\x0f\n\x07score_a\x18\x04 \x01(\x01\x12\x0e\n\x06wins_a\x18\x05 \x01(\x03\x12\r\n\x05\x64raws\x18\x06 \x01(\x03\x12\x10\n\x08losses_a\x18\x07 \x01(\x03\x12\x0c\n\x04mean\x18\x08 \x01(\x01\x12\x0e\n\x06\x63i_low\x18\t \x01(\x01\x12\x0f\n\x07\x63i_high\x18\n \x01(\x01\x12\x10\n\x08\x65xpected\x18\x0b \x01(\x01\"a\n\nCrosstable\x12\x1c\n\x04pool\x18\x01 \x01(\x0b\x32\x0e.arena.v1.Pool\x12\x0c\n\x04\x62ots\x18\x02 \x03(\t\x12\'\n\x05\x63\x65lls\x18\x03 \x03(\x0b\x32\x18.arena.v1.CrosstableCell\"F\n\x15ListBotMatchesRequest\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x0c\n\x04game\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"]\n\x08\x42otMatch\x12$\n\x05match\x18\x01 \x01(\x0b\x32\x15.arena.v1.MatchRecord\x12\x0c\n\x04seat\x18\x02 \x01(\x05\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x0e\n\x06result\x18\x04 \x01(\t\"=\n\x16ListBotMatchesResponse\x12#\n\x07matches\x18\x01 \x03(\x0b\x32\x12.arena.v1.BotMatch\"8\n\x16GetSeatMessagesRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04seat\x18\x02 \x01(\x05\"D\n\x17GetSeatMessagesResponse\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.arena.v1.ServerMessage2\x93\x03\n\rLadderService\x12\x44\n\tListPools\x12\x1a.arena.v1.ListPoolsRequest\x1a\x1b.arena.v1.ListPoolsResponse\x12H\n\x0eGetLeaderboard\x12\x1f.arena.v1.GetLeaderboardRequest\x1a\x15.arena.v1.Leaderboard\x12\x45\n\rGetCrosstable\x12\x1e.arena.v1.GetCrosstableRequest\x1a\x14.arena.v1.Crosstable\x12S\n\x0eListBotMatches\x12\x1f.arena.v1.ListBotMatchesRequest\x1a .arena.v1.ListBotMatchesResponse\x12V\n\x0fGetSeatMessages\x12 .arena.v1.GetSeatMessagesRequest\x1a!.arena.v1.GetSeatMessagesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,32 +43,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_POOLSELECTOR_PARAMSENTRY']._serialized_end=307
   _globals['_LISTPOOLSREQUEST']._serialized_start=309
   _globals['_LISTPOOLSREQUEST']._serialized_end=327
-  _globals['_POOL']._serialized_start=329
-  _globals['_POOL']._serialized_end=443
-  _globals['_LISTPOOLSRESPONSE']._serialized_start=445
-  _globals['_LISTPOOLSRESPONSE']._serialized_end=495
-  _globals['_GETLEADERBOARDREQUEST']._serialized_start=497
-  _globals['_GETLEADERBOARDREQUEST']._serialized_end=573
-  _globals['_LEADERBOARDENTRY']._serialized_start=576
-  _globals['_LEADERBOARDENTRY']._serialized_end=788
-  _globals['_LEADERBOARD']._serialized_start=790
-  _globals['_LEADERBOARD']._serialized_end=878
-  _globals['_GETCROSSTABLEREQUEST']._serialized_start=880
-  _globals['_GETCROSSTABLEREQUEST']._serialized_end=940
-  _globals['_CROSSTABLECELL']._serialized_start=943
-  _globals['_CROSSTABLECELL']._serialized_end=1135
-  _globals['_CROSSTABLE']._serialized_start=1137
-  _globals['_CROSSTABLE']._serialized_end=1234
-  _globals['_LISTBOTMATCHESREQUEST']._serialized_start=1236
-  _globals['_LISTBOTMATCHESREQUEST']._serialized_end=1306
-  _globals['_BOTMATCH']._serialized_start=1308
-  _globals['_BOTMATCH']._serialized_end=1401
-  _globals['_LISTBOTMATCHESRESPONSE']._serialized_start=1403
-  _globals['_LISTBOTMATCHESRESPONSE']._serialized_end=1464
-  _globals['_GETSEATMESSAGESREQUEST']._serialized_start=1466
-  _globals['_GETSEATMESSAGESREQUEST']._serialized_end=1522
-  _globals['_GETSEATMESSAGESRESPONSE']._serialized_start=1524
-  _globals['_GETSEATMESSAGESRESPONSE']._serialized_end=1592
-  _globals['_LADDERSERVICE']._serialized_start=1595
-  _globals['_LADDERSERVICE']._serialized_end=1998
+  _globals['_POOL']._serialized_start=330
+  _globals['_POOL']._serialized_end=459
+  _globals['_LISTPOOLSRESPONSE']._serialized_start=461
+  _globals['_LISTPOOLSRESPONSE']._serialized_end=511
+  _globals['_GETLEADERBOARDREQUEST']._serialized_start=513
+  _globals['_GETLEADERBOARDREQUEST']._serialized_end=589
+  _globals['_LEADERBOARDENTRY']._serialized_start=592
+  _globals['_LEADERBOARDENTRY']._serialized_end=823
+  _globals['_LEADERBOARD']._serialized_start=825
+  _globals['_LEADERBOARD']._serialized_end=913
+  _globals['_GETCROSSTABLEREQUEST']._serialized_start=915
+  _globals['_GETCROSSTABLEREQUEST']._serialized_end=975
+  _globals['_CROSSTABLECELL']._serialized_start=978
+  _globals['_CROSSTABLECELL']._serialized_end=1170
+  _globals['_CROSSTABLE']._serialized_start=1172
+  _globals['_CROSSTABLE']._serialized_end=1269
+  _globals['_LISTBOTMATCHESREQUEST']._serialized_start=1271
+  _globals['_LISTBOTMATCHESREQUEST']._serialized_end=1341
+  _globals['_BOTMATCH']._serialized_start=1343
+  _globals['_BOTMATCH']._serialized_end=1436
+  _globals['_LISTBOTMATCHESRESPONSE']._serialized_start=1438
+  _globals['_LISTBOTMATCHESRESPONSE']._serialized_end=1499
+  _globals['_GETSEATMESSAGESREQUEST']._serialized_start=1501
+  _globals['_GETSEATMESSAGESREQUEST']._serialized_end=1557
+  _globals['_GETSEATMESSAGESRESPONSE']._serialized_start=1559
+  _globals['_GETSEATMESSAGESRESPONSE']._serialized_end=1627
+  _globals['_LADDERSERVICE']._serialized_start=1630
+  _globals['_LADDERSERVICE']._serialized_end=2033
 # @@protoc_insertion_point(module_scope)

@@ -104,6 +104,7 @@ class Pool(_message.Message):
     METHOD_FIELD_NUMBER: _builtins.int
     MATCHES_FIELD_NUMBER: _builtins.int
     FITTED_AT_FIELD_NUMBER: _builtins.int
+    DIRTY_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     """The pool name: the game, plus non-default parameters in parentheses."""
     game: _builtins.str
@@ -112,6 +113,11 @@ class Pool(_message.Message):
     """"bradley-terry" (two seats) or "plackett-luce" (openskill, more seats)."""
     matches: _builtins.int
     """Rated matches in the pool."""
+    dirty: _builtins.bool
+    """True when results arrived after that fit (Bradley-Terry pools): the
+    ratings shown are slightly stale until the next background refit. The
+    counts (games, wins, ...) are always current.
+    """
     @_builtins.property
     def fitted_at(self) -> _timestamp_pb2.Timestamp:
         """When the ratings were last refitted (Bradley-Terry pools)."""
@@ -124,10 +130,11 @@ class Pool(_message.Message):
         method: _builtins.str = ...,
         matches: _builtins.int = ...,
         fitted_at: _timestamp_pb2.Timestamp | None = ...,
+        dirty: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["fitted_at", b"fitted_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fitted_at", b"fitted_at", "game", b"game", "matches", b"matches", "method", b"method", "pool", b"pool"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dirty", b"dirty", "fitted_at", b"fitted_at", "game", b"game", "matches", b"matches", "method", b"method", "pool", b"pool"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -191,6 +198,7 @@ class LeaderboardEntry(_message.Message):
     LOSSES_FIELD_NUMBER: _builtins.int
     LAST_ACTIVE_FIELD_NUMBER: _builtins.int
     PAUSED_REASON_FIELD_NUMBER: _builtins.int
+    COMPONENT_FIELD_NUMBER: _builtins.int
     rank: _builtins.int
     """1 for the best rating."""
     bot_name: _builtins.str
@@ -205,6 +213,11 @@ class LeaderboardEntry(_message.Message):
     losses: _builtins.int
     paused_reason: _builtins.str
     """Why the ladder paused the bot; empty when it is playing."""
+    component: _builtins.int
+    """Connected component of the pool's "played" graph (0, 1, ...). Bots in
+    different components never met, even through others: each component is
+    rated separately around 1500 and their ratings are NOT comparable.
+    """
     @_builtins.property
     def last_active(self) -> _timestamp_pb2.Timestamp:
         """End of the bot's latest rated match in this pool."""
@@ -222,10 +235,11 @@ class LeaderboardEntry(_message.Message):
         losses: _builtins.int = ...,
         last_active: _timestamp_pb2.Timestamp | None = ...,
         paused_reason: _builtins.str = ...,
+        component: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["last_active", b"last_active"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "ci95", b"ci95", "draws", b"draws", "games", b"games", "last_active", b"last_active", "losses", b"losses", "paused_reason", b"paused_reason", "rank", b"rank", "rating", b"rating", "wins", b"wins"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "ci95", b"ci95", "component", b"component", "draws", b"draws", "games", b"games", "last_active", b"last_active", "losses", b"losses", "paused_reason", b"paused_reason", "rank", b"rank", "rating", b"rating", "wins", b"wins"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -73,8 +73,9 @@ class LadderServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetLeaderboard(self, request, context):
-        """The bots of one pool, best rating first. A pool with new results is
-        refitted before it is returned.
+        """The bots of one pool, best rating first, as of the pool's last fit.
+        Reading never refits or writes: the server refits pools with new results
+        in the background (see Pool.dirty and Pool.fitted_at).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -38,8 +38,9 @@ class LadderServiceStub:
     rating-relevant parameters).
     """
     GetLeaderboard: _grpc.UnaryUnaryMultiCallable[_ladder_pb2.GetLeaderboardRequest, _ladder_pb2.Leaderboard]
-    """The bots of one pool, best rating first. A pool with new results is
-    refitted before it is returned.
+    """The bots of one pool, best rating first, as of the pool's last fit.
+    Reading never refits or writes: the server refits pools with new results
+    in the background (see Pool.dirty and Pool.fitted_at).
     """
     GetCrosstable: _grpc.UnaryUnaryMultiCallable[_ladder_pb2.GetCrosstableRequest, _ladder_pb2.Crosstable]
     """Every pair of bots in one pool that has played: games, score and its
@@ -63,8 +64,9 @@ class LadderServiceAsyncStub(LadderServiceStub):
     rating-relevant parameters).
     """
     GetLeaderboard: _aio.UnaryUnaryMultiCallable[_ladder_pb2.GetLeaderboardRequest, _ladder_pb2.Leaderboard]  # type: ignore[assignment]
-    """The bots of one pool, best rating first. A pool with new results is
-    refitted before it is returned.
+    """The bots of one pool, best rating first, as of the pool's last fit.
+    Reading never refits or writes: the server refits pools with new results
+    in the background (see Pool.dirty and Pool.fitted_at).
     """
     GetCrosstable: _aio.UnaryUnaryMultiCallable[_ladder_pb2.GetCrosstableRequest, _ladder_pb2.Crosstable]  # type: ignore[assignment]
     """Every pair of bots in one pool that has played: games, score and its
@@ -97,8 +99,9 @@ class LadderServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ladder_pb2.GetLeaderboardRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ladder_pb2.Leaderboard, _abc.Awaitable[_ladder_pb2.Leaderboard]]:
-        """The bots of one pool, best rating first. A pool with new results is
-        refitted before it is returned.
+        """The bots of one pool, best rating first, as of the pool's last fit.
+        Reading never refits or writes: the server refits pools with new results
+        in the background (see Pool.dirty and Pool.fitted_at).
         """
 
     @_abc_1.abstractmethod

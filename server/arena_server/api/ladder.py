@@ -1,4 +1,9 @@
-"""``arena.v1.LadderService``: leaderboards, crosstables, a bot's matches, a seat's messages."""
+"""``arena.v1.LadderService``: leaderboards, crosstables, a bot's matches, a seat's messages.
+
+Every RPC here only reads: leaderboards and crosstables are served from the
+last stored fit (with the pool's ``dirty`` flag and ``fitted_at`` so a client
+can see how fresh it is); refits run in the ladder's background loop.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ SERVICE_NAME = lp.DESCRIPTOR.services_by_name["LadderService"].full_name
 
 
 def _pool_proto(info: ls.PoolInfo) -> lp.Pool:
-    msg = lp.Pool(pool=info.pool, game=info.game, method=info.method, matches=info.matches)
+    msg = lp.Pool(pool=info.pool, game=info.game, method=info.method, matches=info.matches, dirty=info.dirty)
     if info.fitted_at:
         msg.fitted_at.FromDatetime(datetime.fromisoformat(info.fitted_at))
     return msg
@@ -56,10 +61,7 @@ class LadderServicer(lp_grpc.LadderServiceServicer):
         if info is None:
             known = ", ".join(p.pool for p in await ls.list_pools(store.conn)) or "none yet"
             await self._abort(context, grpc.StatusCode.NOT_FOUND, f"no rated matches in pool {key!r}; pools: {known}")
-        if info.dirty and info.method == ls.BT:
-            await ls.refit_pool(store, key)
-            info = await ls.pool_info(store.conn, key) or info
-        return info
+        return info  # the last stored fit: reading never refits or writes
 
     async def ListPools(self, request: lp.ListPoolsRequest, context: Ctx) -> lp.ListPoolsResponse:  # type: ignore[override]
         out = lp.ListPoolsResponse()
@@ -85,6 +87,7 @@ class LadderServicer(lp_grpc.LadderServiceServicer):
                 draws=row.draws,
                 losses=row.losses,
                 paused_reason=row.paused_reason,
+                component=row.component,
             )
             if row.last_active:
                 entry.last_active.FromDatetime(datetime.fromisoformat(row.last_active))

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import secrets
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
@@ -89,6 +90,7 @@ _GRPC_CODES = {
     "unsupported_game": grpc.StatusCode.INVALID_ARGUMENT,
     "bad_params": grpc.StatusCode.INVALID_ARGUMENT,
     "stopping": grpc.StatusCode.UNAVAILABLE,
+    "store": grpc.StatusCode.UNAVAILABLE,
     "busy": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "forbidden": grpc.StatusCode.PERMISSION_DENIED,
 }
@@ -459,8 +461,13 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 running: RunningMatch = await hub.start_match(
                     game, names, tc, ch.seed or None, on_queued=queued, seed_chosen=bool(ch.seed)
                 )
-            except HubError as exc:
+            except HubError as exc:  # includes a database that cannot record the match (code "store")
                 await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
+                return
+            except Exception as exc:  # never leave the bot waiting for a match that will not come
+                reason = f"the server could not start the match: {exc!r}"
+                print(f"arena: challenge {challenge_id} from {session.name}: {reason}", file=sys.stderr, flush=True)
+                await status(bs.ChallengeStatus.STATE_REFUSED, reason=reason)
                 return
             await status(bs.ChallengeStatus.STATE_STARTED, match_id=running.record.match_id)
             if running.task is not None:
@@ -636,12 +643,16 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         return await record_page(record, request.move_offset, request.move_limit)
 
     async def _stored(self, match_id: str) -> MatchRecord | None:
-        """A finished match from the store, remembered for the next page (records never change once stored)."""
+        """A finished match from the store, remembered for the next page.
+
+        Only records whose seed is out are remembered: a duplicate set's match is
+        stored with its seed sealed and changes once when the set ends.
+        """
         cached = self._recent.get(match_id)
         if cached is not None:
             return cached
         record = await self.hub.store.get_match(match_id) if self.hub.store is not None else None
-        if record is not None and record.termination is not None:
+        if record is not None and record.termination is not None and record.seed:
             self._recent[match_id] = record
             while len(self._recent) > _RECENT_RECORDS:
                 del self._recent[next(iter(self._recent))]

@@ -90,20 +90,29 @@ def _offender_details(seat: Seat) -> tuple[int, str, str, str]:
     return 0, "", "", ""
 
 
-def seat_outcomes(record: MatchRecord, seats: Sequence[Seat]) -> Hook | None:
-    """The ``finish_match`` hook writing stderr logs and the offender's failure, or None if nothing to write."""
+def seat_outcomes(record: MatchRecord, seats: Sequence[Seat], logs: bool = True, failure: bool = True) -> Hook | None:
+    """The ``finish_match`` hook writing stderr logs and the offender's failure, or None if nothing to write.
+
+    ``logs=False`` or ``failure=False`` leaves that part out (the hub writes the failure with the
+    match and the logs once the seats have stopped).
+    """
     if not record.match_id.isdigit():
         return None
+    return _seat_outcomes(record, seats, logs, failure)
+
+
+def _seat_outcomes(record: MatchRecord, seats: Sequence[Seat], with_logs: bool, with_failure: bool) -> Hook | None:
     match_id = int(record.match_id)
     logs = [
         (match_id, s.info.seat, s.info.bot_name, s.info.bot_version, s.stderr_log())
         for s in seats
-        if isinstance(s, SubprocessSeat)
+        if with_logs and isinstance(s, SubprocessSeat)
     ]
     failure: tuple[object, ...] | None = None
     offender = record.offender
     if (
-        record.termination in AUTHOR_FAULTS
+        with_failure
+        and record.termination in AUTHOR_FAULTS
         and offender is not None
         and 0 <= offender < len(seats)
         and seats[offender].info.kind in ("subprocess", "remote")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import sys
 from datetime import UTC, datetime
 
@@ -146,10 +147,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "recompute",
         help="rebuild every rating from the matches and report differences",
         description="Rebuild the rating tables from the matches alone (the server must be stopped), "
-        "print any difference from what was stored, and store the rebuilt ratings.",
+        "print any difference from what was stored, and store the rebuilt ratings. With --check, "
+        "only compare: the database is opened read-only (nothing is written, not even its WAL), "
+        "so it also works while a server is running.",
     )
     q.add_argument("--db", default="arena.db", help="SQLite database file (default arena.db)")
-    q.add_argument("--check", action="store_true", help="only compare; exit 1 when they differ")
+    q.add_argument(
+        "--check",
+        action="store_true",
+        help=f"only compare, read-only; exit 1 when they differ by more than {ls.RATING_TOLERANCE} Elo "
+        "(counts must be equal)",
+    )
     q.set_defaults(func=_recompute)
     q = rsub.add_parser(
         "unpause",
@@ -200,12 +208,23 @@ def _ago(ts: object) -> str:
 def _leaderboard(args: argparse.Namespace) -> int:
     board = _call(args, "GetLeaderboard", lp.GetLeaderboardRequest(pool=_selector(args), limit=args.limit))
     assert isinstance(board, lp.Leaderboard)
-    print(f"{board.pool.pool}: {board.pool.matches} rated matches ({board.pool.method})")
-    print(f"{'#':>3}  {'bot':<24} {'rating':>7} {'±95%':>6} {'games':>6}  {'W-D-L':<16} {'last active':<11} paused")
+    fitted = f"fitted {_ago(board.pool.fitted_at)}" if board.pool.fitted_at.seconds else "not fitted yet"
+    stale = "; newer results are waiting for the next refit" if board.pool.dirty else ""
+    print(f"{board.pool.pool}: {board.pool.matches} rated matches ({board.pool.method}, {fitted}{stale})")
+    groups = {e.component for e in board.entries}
+    if len(groups) > 1:
+        print(
+            f"note: {len(groups)} groups of bots that never met (column 'grp'); "
+            "ratings are comparable only within a group"
+        )
+    print(
+        f"{'#':>3}  {'bot':<24} {'rating':>7} {'±95%':>6} {'grp':>3} {'games':>6}  {'W-D-L':<16} "
+        f"{'last active':<11} paused"
+    )
     for e in board.entries:
         wdl = f"{e.wins}-{e.draws}-{e.losses}"
         print(
-            f"{e.rank:>3}  {e.bot_name:<24} {e.rating:>7.0f} {e.ci95:>6.0f} {e.games:>6}  {wdl:<16} "
+            f"{e.rank:>3}  {e.bot_name:<24} {e.rating:>7.0f} {e.ci95:>6.0f} {e.component:>3} {e.games:>6}  {wdl:<16} "
             f"{_ago(e.last_active):<11} {e.paused_reason}"
         )
     return 0
@@ -214,7 +233,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
 def _crosstable(args: argparse.Namespace) -> int:
     table = _call(args, "GetCrosstable", lp.GetCrosstableRequest(pool=_selector(args)))
     assert isinstance(table, lp.Crosstable)
-    print(f"{table.pool.pool}: {len(table.cells)} pairs")
+    stale = " (expected scores from a fit that newer results will update)" if table.pool.dirty else ""
+    print(f"{table.pool.pool}: {len(table.cells)} pairs{stale}")
     print(f"{'bot A':<22} {'bot B':<22} {'games':>6} {'A score':>8} {'95% interval':>15} {'expected':>9}")
     for c in table.cells:
         print(
@@ -245,11 +265,42 @@ def _pools(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    """``recompute --check``: read-only, works while a server uses the file."""
+    try:
+        result = asyncio.run(ls.check_database(args.db))
+    except FileNotFoundError:
+        raise CliError(f"no database file {args.db}; pass --db with the file `arena serve` uses") from None
+    except sqlite3.Error as exc:
+        raise CliError(f"cannot read {args.db} as an Arena database ({exc}); check the --db path") from None
+    snap, diffs = result.snapshot, result.differences
+    print(f"arena: recomputed {len(snap.order)} rated matches in {len(snap.pools)} pool(s) from {args.db} (read-only)")
+    for pool in result.unfitted:
+        print(
+            f"arena: pool {pool.pool} has results newer than its last fit (the server refits it in the "
+            "background and when it stops); its ratings were not compared, its counts were"
+        )
+    if diffs:
+        print(
+            f"arena: {len(diffs)} difference(s) from the stored ratings "
+            f"(tolerance {ls.RATING_TOLERANCE} Elo for ratings and intervals, counts exact):",
+            file=sys.stderr,
+        )
+        for line in diffs[:50]:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    print(f"arena: the stored ratings equal the recomputed ones (within {ls.RATING_TOLERANCE} Elo; counts exact)")
+    return 0
+
+
 def _recompute(args: argparse.Namespace) -> int:
+    if args.check:
+        return _check(args)
+
     async def go() -> int:
         store = await open_database(args.db)
         try:
-            snap, diffs = await ls.recompute(store, write=not args.check)
+            snap, diffs = await ls.recompute(store, write=True)
         finally:
             await store.close()
         print(f"arena: recomputed {len(snap.order)} rated matches in {len(snap.pools)} pool(s) from {args.db}")
@@ -257,7 +308,8 @@ def _recompute(args: argparse.Namespace) -> int:
             print(f"arena: {len(diffs)} difference(s) from the stored ratings:", file=sys.stderr)
             for line in diffs[:50]:
                 print(f"  {line}", file=sys.stderr)
-            return 1 if args.check else 0
+            print("arena: stored the recomputed ratings", file=sys.stderr)
+            return 0
         print("arena: the stored ratings equal the recomputed ones")
         return 0
 

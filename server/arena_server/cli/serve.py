@@ -1,11 +1,22 @@
-"""``arena serve``: run the gRPC server with hosted bots and the SQLite store."""
+"""``arena serve``: run the gRPC server with hosted bots and the SQLite store.
+
+Shutdown (SIGTERM or SIGINT/Ctrl-C): stop taking matches, abort every running
+match (each remote bot gets MatchEnded ``aborted`` with the reason, and each
+match is stored as aborted), stop the ladder, close the streams, close the
+database, exit 0; all within ``--shutdown-grace`` seconds. A second signal exits at
+once (status 130); the unfinished matches are then marked aborted at the next
+start.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import signal
 import sys
+import time
 
 from arena_bots import hosted_bots
 from arena_server.api.server import build_server
@@ -14,7 +25,7 @@ from arena_server.cli import CliError
 from arena_server.cli.common import add_time_control_arguments, open_database, time_control_from_args
 from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
 from arena_server.cli.ladder import ladder_config, start_ladder
-from arena_server.ladder.scheduler import LadderConfig
+from arena_server.ladder.scheduler import LadderConfig, RatingRefitter
 from arena_server.matches.hub import Hub
 
 
@@ -37,6 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="accept submitted bots even where this kernel cannot confine their filesystem (see README)",
     )  # issue 12
+    p.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=10.0,
+        help="seconds a shutdown (SIGTERM, Ctrl-C) may take to tell every bot and record every match (default 10)",
+    )
     add_time_control_arguments(p)
     add_ladder_arguments(p)  # issue 5
     p.set_defaults(func=run)
@@ -45,6 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is out of range; use 0..65535")
+    if not 1 <= args.shutdown_grace <= 600:
+        raise CliError(f"--shutdown-grace {args.shutdown_grace:g} is out of range; use 1..600 seconds")
     tc = time_control_from_args(args)
     return asyncio.run(
         _serve(
@@ -55,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             ladder_config(args),
             data_dir=args.data_dir,
             allow_unsandboxed=args.allow_unsandboxed_uploads,
+            grace=args.shutdown_grace,
         )
     )
 
@@ -67,6 +87,7 @@ async def _serve(
     ladder_cfg: LadderConfig | None = None,
     data_dir: str | None = None,
     allow_unsandboxed: bool = False,
+    grace: float = 10.0,
 ) -> int:
     store = await open_database(db)
     hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
@@ -88,18 +109,35 @@ async def _serve(
     print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
     print("arena: press Ctrl-C to stop", flush=True)
     ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
+    refitter = RatingRefitter(store).start() if ladder is None else None  # --no-ladder still refits
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal(signame: str) -> None:
+        if stop.is_set():  # a second signal: leave now; the next start marks unfinished matches aborted
+            print(f"arena: {signame} again; exiting at once", file=sys.stderr, flush=True)
+            os._exit(130)
+        print(
+            f"arena: {signame}: shutting down within {grace:g}s; aborting {len(hub.running)} running match(es)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig.name)
     await stop.wait()
-    print("arena: shutting down; aborting running matches", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + grace
     if ladder is not None:
         ladder.halt()
-    await hub.shutdown()
+    # Most of the grace goes to the matches: every bot is told, every match recorded as aborted.
+    await hub.shutdown("the server is shutting down", grace=max(grace - 2.0, 1.0))
     if ladder is not None:
-        await ladder.stop()
-    await server.stop(grace=2)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ladder.stop(), max(deadline - time.monotonic() - 1.0, 0.1))
+    if refitter is not None:
+        await refitter.stop()  # the stored ratings are current when the server stops
+    await server.stop(grace=min(1.0, max(deadline - time.monotonic() - 0.5, 0.0)))
     await store.close()
     print("arena: stopped", file=sys.stderr, flush=True)
     return 0

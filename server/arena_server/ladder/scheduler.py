@@ -3,18 +3,25 @@
 One :class:`Ladder` runs inside ``arena serve`` over one or more games (each
 game with its parameters is a rating pool). Matchmaking, per pool:
 
-1. Bots whose rating is still uncertain (fewer than ``min_games`` rated games,
-   or a 95% half-width above ``settle_ci`` Elo) play first, the one with the
-   fewest games first, against an opponent of similar rating.
-2. Otherwise the first bot is drawn with probability proportional to its
-   uncertainty, and its opponent with weight
-   ``exp(-(Δrating / closeness)^2 / 2) * (ci_a + ci_b) + floor``: close
-   ratings and large uncertainty are favoured, and the floor keeps every pair
-   reachable.
+1. A pair is drawn from ALL eligible pairs with a weight that favours the
+   pairs whose outcome is least certain (:func:`pair_weights`): close
+   ratings, wide intervals, few games between the two. A floor of
+   ``PAIR_FLOOR`` times the largest weight keeps every pair reachable.
+   Concurrency is filled greedily: each pick takes the bots still free, so
+   disjoint pairs play side by side.
+2. Coverage: when every pair the free bots could form has been played much
+   more often than some pair that waits only for a busy bot
+   (:data:`BALANCE_FACTOR`), the free bots wait for the next match to end
+   instead of replaying their pair; otherwise two matches of equal length
+   re-pair the same bots forever.
 3. Seats alternate: the pair's previous games decide who sits first. Games
    with dice (Liar's Dice) are played as duplicate matches: the same seed
    twice with the seats swapped (for more than two players, every rotation),
    so the luck of the dice cancels out.
+
+Ratings are refitted only in the background (:class:`RatingRefitter`, every
+``refit_interval`` seconds while a pool has new results, and once more when
+the ladder or the refitter stops), never when somebody reads them.
 
 Concurrency is limited overall and per bot (a remote bot plays one match at
 a time anyway). A bot that fails ``pause_after`` rated matches in a row
@@ -30,7 +37,7 @@ import hashlib
 import math
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +46,7 @@ import numpy as np
 import arena_server.store.ratings as ls
 from arena_client import Termination, TimeControl
 from arena_games import Game
-from arena_server.ladder.fit import PRIOR_SD_ELO, Z95
+from arena_server.ladder.fit import ELO_PER_UNIT, PRIOR_SD_ELO, Z95
 from arena_server.matches.hub import Hub, HubError
 from arena_server.referee.loop import MatchRecord, new_seed
 
@@ -56,6 +63,14 @@ FAILURES = frozenset(
 
 DICE_GAMES = frozenset({"liars_dice"})
 """Games played as duplicate matches (same seed, seats rotated)."""
+
+PAIR_FLOOR = 0.05
+"""Every eligible pair is drawn with at least this fraction of the most wanted pair's weight."""
+MAX_CANDIDATES = 200
+"""Pools with more eligible bots weigh a random sample of this many per pick."""
+BALANCE_FACTOR = 2
+"""Free bots wait (until the next match ends) rather than replay a pair played more than
+``BALANCE_FACTOR * g + BALANCE_FACTOR`` times while a pair with ``g`` games waits for a busy bot."""
 
 RPS_DRAW_BAND_PER_ROUND = 0.02
 """Ladder RPS matches are drawn when the score difference is within 2% of the rounds (20 of 1000)."""
@@ -79,9 +94,6 @@ class LadderConfig:
         concurrency: Matches running at once, over all games.
         per_bot: Matches one bot may play at once.
         time_control: Clock for ladder matches (the hub default when None).
-        min_games: Rated games before a bot counts as settled.
-        settle_ci: A bot is settled once its 95% half-width is at most this (Elo).
-        closeness: Rating difference (Elo) scale of the pairing weight.
         pause_after: Consecutive failures that pause a bot.
         refit_interval: Seconds between refits of dirty pools.
         seed: Seeds the pairing RNG (match seeds stay random).
@@ -95,14 +107,71 @@ class LadderConfig:
     concurrency: int = 2
     per_bot: int = 1
     time_control: TimeControl | None = None
-    min_games: int = 10
-    settle_ci: float = 150.0
-    closeness: float = 200.0
     pause_after: int = 3
     refit_interval: float = 2.0
     seed: int | None = None
     bots: Sequence[str] = ()
     min_interval: float = 0.0
+
+
+class RatingRefitter:
+    """Refits dirty Bradley-Terry pools in the background, and once more when stopped.
+
+    The :class:`Ladder` runs one; ``arena serve --no-ladder`` starts one on its
+    own so that challenge results are still rated. Reads never refit.
+    """
+
+    def __init__(self, store: Any, interval: float = 2.0, after: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Set up (nothing runs until :meth:`start`).
+
+        Args:
+            store: The :class:`~arena_server.store.database.Store`.
+            interval: Seconds between checks for dirty pools.
+            after: Run after every refit (the ladder reloads its ratings).
+        """
+        self.store = store
+        self.interval = interval
+        self.after = after
+        self.refits = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> RatingRefitter:
+        """Start the background loop (returns self)."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._loop())
+        return self
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            await self.refit_now()
+
+    async def refit_now(self) -> list[str]:
+        """Refit every dirty pool now; a failure is logged in one line and retried next time."""
+        try:
+            pools = await ls.refit_dirty(self.store)
+            self.refits += len(pools)
+            if self.after is not None:
+                await self.after()
+            return pools
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the server keeps going; the pool stays dirty and is retried
+            print(f"arena: rating refit failed (retried later): {exc!r}", file=sys.stderr, flush=True)
+            return []
+
+    def cancel(self) -> None:
+        """Stop the background loop (no final refit; see :meth:`stop`)."""
+        if self._task is not None:
+            self._task.cancel()
+
+    async def stop(self) -> None:
+        """Stop the loop, then refit once more so the stored table is current."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self.refit_now()
 
 
 @dataclass
@@ -143,7 +212,7 @@ class Ladder:
         self._stopping = False
         self._turn = 0
         self._task: asyncio.Task[None] | None = None
-        self._refitter: asyncio.Task[None] | None = None
+        self.refitter = RatingRefitter(self.store, config.refit_interval, self.refresh)
         self._loaded_pairs = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -153,7 +222,7 @@ class Ladder:
 
     async def run(self) -> None:
         await self.refresh()
-        self._refitter = asyncio.ensure_future(self._refit_loop())
+        self.refitter.start()
         try:
             while not self._stopping:
                 launched = False
@@ -179,8 +248,7 @@ class Ladder:
                 else:
                     await asyncio.sleep(0)
         finally:
-            if self._refitter is not None:
-                self._refitter.cancel()
+            self.refitter.cancel()
 
     def halt(self) -> None:
         """Stop scheduling new matches (running ones go on)."""
@@ -189,23 +257,17 @@ class Ladder:
         self._wake.set()
 
     async def stop(self) -> None:
-        """Stop scheduling; running matches are left to the hub's shutdown, then waited for."""
+        """Stop scheduling; running matches are left to the hub's shutdown, then waited for.
+
+        Finally every dirty pool is refitted once more, so the stored table is
+        current when the server stops.
+        """
         self.halt()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         if self.units:
             await asyncio.wait(list(self.units), timeout=15)
-
-    async def _refit_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.refit_interval)
-            try:
-                await ls.refit_dirty(self.store)
-                await self.refresh()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a failed refit is retried next time; the ladder keeps going
-                continue
+        await self.refitter.stop()
 
     async def refresh(self) -> None:
         """Reload ratings, pair counts and paused bots from the store."""
@@ -215,7 +277,8 @@ class Ladder:
             rows = await ls.leaderboard(conn, pool.key, limit=1_000_000)
             for row in rows:
                 info = pool.bots.setdefault(row.bot, _BotInfo())
-                info.rating, info.ci = row.rating, row.ci
+                # A bot new since the last fit is stored with ci 0 until the refit: keep the prior.
+                info.rating, info.ci = row.rating, row.ci if row.ci > 0 else Z95 * PRIOR_SD_ELO
                 info.games = max(info.games, row.games)
             if not self._loaded_pairs:  # afterwards the ladder counts its own matches
                 for pair in await ls.load_pairs(conn, pool.key):
@@ -224,8 +287,8 @@ class Ladder:
 
     # -- matchmaking ------------------------------------------------------------------------------
 
-    def eligible(self, pool: _Pool) -> list[str]:
-        """Bots that may start a match in ``pool`` now."""
+    def eligible(self, pool: _Pool, ignore_busy: bool = False) -> list[str]:
+        """Bots that may start a match in ``pool`` now (with ``ignore_busy``: once their matches end)."""
         hub = self.hub
         wanted = set(self.config.bots)
         out = []
@@ -240,10 +303,12 @@ class Ladder:
             limit = self.config.per_bot
             session = hub.sessions.get(name)
             if session is not None:
-                if getattr(session, "guest", True) or session.busy.locked():
-                    continue  # guests never play rated games; a remote bot plays one match at a time
+                if getattr(session, "guest", True):
+                    continue  # guests never play rated games
+                if session.busy.locked() and not ignore_busy:
+                    continue  # a remote bot plays one match at a time
                 limit = 1
-            if self.active.get(name, 0) >= limit:
+            if self.active.get(name, 0) >= limit and not ignore_busy:
                 continue
             out.append(name)
         return out
@@ -260,30 +325,47 @@ class Ladder:
 
     def _pick_in(self, pool: _Pool) -> list[str] | None:
         n = pool.game.num_players
-        names = self.eligible(pool)
+        names = sorted(self.eligible(pool))
         if len(names) < n:
             return None
-        names.sort()
-        infos = [pool.bots.get(b) or _BotInfo() for b in names]
-        ratings = np.array([i.rating for i in infos])
-        cis = np.array([i.ci for i in infos])
-        games = np.array([i.games for i in infos])
-        unsettled = (games < self.config.min_games) | (cis > self.config.settle_ci)
-        if unsettled.any():
-            fewest = games[unsettled].min()
-            candidates = [i for i in range(len(names)) if unsettled[i] and games[i] == fewest]
-            first = self.rng.choice(candidates)
+        if n == 2 and not self._balanced(pool, names):
+            return None
+        if len(names) > MAX_CANDIDATES:  # big pools: weigh a random sample (the weights are O(bots²))
+            names = sorted(self.rng.sample(names, MAX_CANDIDATES))
+        weight = self._weights(pool, names)
+        m = len(names)
+        if n == 2:
+            flat = self._draw(weight.ravel())
+            chosen = [flat // m, flat % m]
         else:
-            first = self._draw(cis + 1.0)
-        chosen = [first]
-        spread = self.config.closeness
-        for _ in range(n - 1):
-            diff = (ratings - ratings[first]) / spread
-            weight = np.exp(-0.5 * diff * diff) * (cis + cis[first]) + 0.02 * (cis.max() + 1.0)
-            weight[chosen] = 0.0
-            chosen.append(self._draw(weight))
-        group = [names[i] for i in chosen]
-        return self._seat(pool, group)
+            # More seats: a first pair by weight, then each further seat by its weight with those chosen.
+            flat = self._draw(weight.ravel())
+            chosen = [flat // m, flat % m]
+            symmetric = weight + weight.T
+            for _ in range(n - 2):
+                extra = symmetric[chosen].sum(axis=0)
+                extra[chosen] = 0.0
+                chosen.append(self._draw(extra))
+        return self._seat(pool, [names[i] for i in chosen])
+
+    def _weights(self, pool: _Pool, names: list[str]) -> np.ndarray[Any, Any]:
+        """The pair weights among ``names`` (upper triangle; 0 elsewhere)."""
+        infos = [pool.bots.get(b) or _BotInfo() for b in names]
+        games = _games_matrix(pool, names) if pool.game.num_players == 2 else np.zeros((len(names), len(names)))
+        return pair_weights(np.array([i.rating for i in infos]), np.array([i.ci for i in infos]), games)
+
+    def _balanced(self, pool: _Pool, free: list[str]) -> bool:
+        """False when the free bots should wait for a busy one instead of replaying an over-played pair."""
+        everyone = sorted(set(self.eligible(pool, ignore_busy=True)) | set(free))
+        if len(everyone) <= len(free) or not self.units or len(everyone) > MAX_CANDIDATES:
+            return True  # nobody to wait for (or a pool so big that free bots always have fresh pairs)
+        games = _games_matrix(pool, everyone)
+        upper = np.triu(np.ones(games.shape, dtype=bool), 1)
+        is_free = np.isin(np.array(everyone), np.array(free))
+        both_free = is_free[:, None] & is_free[None, :]
+        best_free = float(games[upper & both_free].min())
+        waiting = float(games[upper & ~both_free].min())
+        return best_free <= BALANCE_FACTOR * waiting + BALANCE_FACTOR
 
     def _draw(self, weight: np.ndarray[Any, Any]) -> int:
         total = float(weight.sum())
@@ -377,6 +459,60 @@ class Ladder:
                     self.strikes[seat.bot_name] = 0
             else:
                 self.strikes[seat.bot_name] = 0
+
+
+def _games_matrix(pool: _Pool, names: list[str]) -> np.ndarray[Any, Any]:
+    """``games[i, j]`` (i < j, ``names`` sorted): rated games between the two in this pool."""
+    m = len(names)
+    games = np.zeros((m, m))
+    if len(pool.pair_games) < m * m // 2:
+        index = {name: i for i, name in enumerate(names)}
+        for (a, b), count in pool.pair_games.items():
+            i, j = index.get(a), index.get(b)
+            if i is not None and j is not None:
+                games[min(i, j), max(i, j)] = count
+    else:
+        for i, a in enumerate(names):
+            for j in range(i + 1, m):
+                games[i, j] = pool.pair_games.get((a, names[j]), 0)
+    return games
+
+
+def pair_weights(
+    ratings: np.ndarray[Any, Any], cis: np.ndarray[Any, Any], games: np.ndarray[Any, Any]
+) -> np.ndarray[Any, Any]:
+    """How much the ladder wants each pair to play: an upper-triangular matrix of weights.
+
+    The weight is the variance one more game between the two is expected to
+    remove from their ratings, divided by ``sqrt(1 + games_ab)``::
+
+        I = p (1 - p)   at the rating difference shrunk by its uncertainty,
+        w = (v_a² I / (1 + v_a I) + v_b² I / (1 + v_b I)) / sqrt(1 + games_ab)
+
+    with ``v`` a rating's variance (log-odds units, from its 95% interval).
+    An outcome is worth most when the ratings are close (``I`` large), the
+    intervals are wide (``v`` large) and the two have met rarely. Every pair
+    then gets at least ``PAIR_FLOOR`` times the largest weight, so every pair
+    stays reachable.
+
+    Args:
+        ratings: Elo ratings of the candidates.
+        cis: Their 95% half-widths (Elo).
+        games: ``games[i, j]`` (i < j): rated games the two have played.
+    """
+    m = len(ratings)
+    var = (np.maximum(cis, 1e-3) / (Z95 * ELO_PER_UNIT)) ** 2
+    va, vb = var[:, None], var[None, :]
+    diff = (ratings[:, None] - ratings[None, :]) / ELO_PER_UNIT
+    # The expected p(1 - p) over the rating uncertainty (the probit approximation of a logistic).
+    p = 1.0 / (1.0 + np.exp(-diff / np.sqrt(1.0 + math.pi * (va + vb) / 8.0)))
+    info = p * (1.0 - p)
+    gain = va * va * info / (1.0 + va * info) + vb * vb * info / (1.0 + vb * info)
+    weight = np.triu(gain / np.sqrt(1.0 + games), 1)
+    upper = np.triu(np.ones((m, m), dtype=bool), 1)
+    top = float(weight.max()) if m > 1 else 0.0
+    weight[upper] = np.maximum(weight[upper], PAIR_FLOOR * top)
+    return weight  # type: ignore[no-any-return]
 
 
 def parse_game_spec(text: str) -> tuple[str, dict[str, str]]:

@@ -5,6 +5,14 @@ Everything that starts a match goes through :meth:`Hub.start_match`: the gRPC
 hub resolves bot names to seats (a fresh in-process bot for hosted names, the
 open session for connected remote bots), writes the match to the store when
 it starts and when it ends, and aborts every running match on shutdown.
+
+Commit before notify: the referee hands the finished record to the hub, which
+commits it (with its rating change and the offender's failure report) before
+any seat or spectator hears the result. If that commit fails (disk full, a
+read-only or locked database), the match is voided and the bots are told it
+was aborted, with the reason; the hub then marks it aborted in the store (or
+the next start does). A store error when a match should start is a
+:class:`HubError` with code ``store``.
 """
 
 from __future__ import annotations
@@ -12,9 +20,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import itertools
 import secrets
+import sqlite3
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,19 +33,35 @@ from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
 from arena_bots import HostedBot
-from arena_client import PublicMove, SeatInfo, Termination, TimeControl
+from arena_client import PublicMove, SeatInfo, TimeControl
 from arena_games import CHANCE, Game, GameError, State, load_game
 from arena_server.bots.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
 from arena_server.bots.registry import BotRegistry, default_data_dir, name_key, reserved_names
-from arena_server.referee.loop import MatchControl, MatchRecord, Seat, bot_seed, new_seed, play_match, seed_hash
+from arena_server.referee.loop import (
+    COMMIT_FAILED,
+    MatchControl,
+    MatchRecord,
+    Seat,
+    bot_seed,
+    new_seed,
+    play_match,
+    seed_hash,
+    void_record,
+)
 from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.remote import RemoteSession
 from arena_server.seats.subprocess_seat import SubprocessSeat
-from arena_server.store.database import Store
+from arena_server.store.database import Store, StoreError
 from arena_server.store.ratings import rating_change
 
 MAX_SPECTATOR_BACKLOG = 100_000
 """Moves that may wait for one spectator; a spectator further behind is dropped (about 10 MB)."""
+
+STORE_FAULT_PAUSE = 0.5
+"""Seconds a start that the database refused waits before it is refused (retries must not spin)."""
+
+SHUTDOWN_LINGER = 0.5
+"""Seconds the streams of bots that were playing stay open after their last notice, at shutdown."""
 
 
 class HubError(Exception):
@@ -42,7 +69,8 @@ class HubError(Exception):
 
     Attributes:
         code: A short category: ``unknown_bot``, ``unsupported_game``,
-            ``bad_params``, ``busy`` or ``stopping``.
+            ``bad_params``, ``busy``, ``stopping`` or ``store`` (the database
+            refused to record the match; the server keeps running).
     """
 
     def __init__(self, code: str, message: str) -> None:
@@ -58,6 +86,12 @@ class RunningMatch:
     control: MatchControl
     task: asyncio.Task[MatchRecord] | None = None
     watchers: list[SpectatorQueue] = field(default_factory=list)
+    committed: bool = False
+    """True once the end of the match is in the store."""
+    commit: asyncio.Future[None] | None = None
+    """The store write of the end of the match, once started (it is never cancelled)."""
+    commit_snapshot: MatchRecord | None = None
+    """The ending being committed (a copy: the live record may still change if the commit fails)."""
 
 
 class Hub:
@@ -84,6 +118,11 @@ class Hub:
         """Connected name -> SHA-256 of its session's Welcome.session_token (proof for CreateMatch)."""
         self.running: dict[str, RunningMatch] = {}
         self.stopping = False
+        self._unsettled: list[MatchRecord] = []
+        """Voided matches the database refused to mark aborted; retried after its next successful write."""
+        self.store_fault: str | None = None
+        """What the database said when it last refused to start a match (None once it works again)."""
+        self.stop_reason = "the server is shutting down"
         self._local_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._next_match: dict[str, list[asyncio.Future[str]]] = {}
@@ -234,6 +273,8 @@ class Hub:
                         await session.busy.acquire()
                     locked.append(session)
                     seats.append(TurnRecordingRemoteSeat(session, SeatInfo(index, name, 1, "remote")))
+            if self.stopping:
+                raise HubError("stopping", "the server is shutting down; try again when it is back")
             record = MatchRecord(
                 match_id="",
                 game=game,
@@ -247,7 +288,21 @@ class Hub:
                 seed_sealed=seed_hash(seed) in self.sealed,
             )
             if self.store is not None:
-                await self.store.start_match(record)
+                try:
+                    await self.store.start_match(record)
+                except (sqlite3.Error, StoreError) as exc:
+                    problem = store_problem(exc)
+                    message = f"the server could not record a new match: {problem}; try again later"
+                    if problem != self.store_fault:  # one line per fault, not one per attempt
+                        log(f"arena: {message} ({' vs '.join(bot_names)}, {game.name})")
+                        self.store_fault = problem
+                    await asyncio.sleep(STORE_FAULT_PAUSE)  # no busy loop of retries (the ladder) while it lasts
+                    raise HubError("store", message) from None
+                if self.store_fault is not None:
+                    log(f"arena: the database records matches again (the fault was: {self.store_fault})")
+                    self.store_fault = None
+                if self._unsettled:
+                    await self._store_unsettled()
             else:
                 record.match_id = f"local-{next(self._local_ids)}"
         except BaseException:
@@ -258,6 +313,8 @@ class Hub:
                     await seat.close()
             raise
         running = RunningMatch(record, MatchControl())
+        if self.stopping:  # the shutdown began while the match was being stored: it ends at once
+            running.control.abort(self.stop_reason)
         self.running[record.match_id] = running
         running.task = asyncio.ensure_future(self._run(running, seats, locked))
         for waiter in self._next_match.pop(game.name, []):
@@ -296,9 +353,36 @@ class Hub:
 
     async def _run(self, running: RunningMatch, seats: list[Seat], locked: list[RemoteSession]) -> MatchRecord:
         record = running.record
+        commit_error = ""
+
+        async def commit(finished: MatchRecord) -> None:
+            """Store the end of the match and its rating change, before anyone is told (the referee's on_end)."""
+            nonlocal commit_error
+            if self.store is None:
+                return
+            # Ladder (issue 5): a rated match and its rating change commit together, with the offender's
+            # failure report; the stderr logs follow after the seats stopped (see below).
+            # A snapshot: the write may wait for the store's lock, and must store what the bots will hear.
+            snapshot = dataclasses.replace(finished)
+            hook = chain_hooks(rating_change(snapshot), seat_outcomes(snapshot, seats, logs=False))
+            store = self.store
+
+            async def write() -> None:
+                await store.finish_match(snapshot, hook)
+                running.committed = True  # set even if whoever awaits this was cancelled meanwhile
+
+            running.commit_snapshot = snapshot
+            running.commit = asyncio.ensure_future(write())
+            try:
+                await asyncio.shield(running.commit)
+            except (sqlite3.Error, StoreError, OSError) as exc:
+                commit_error = store_problem(exc)
+                raise StoreError(commit_error) from None
+
         try:
             await asyncio.sleep(0)  # let spectators already waiting for this match subscribe first
-            # The referee fills in this very record, so it is complete before any seat hears the end.
+            # The referee fills in this very record and commits it through ``commit`` before any seat hears
+            # the end; a failed commit voids the match, and that is what the seats are told.
             await play_match(
                 record.game,
                 seats,
@@ -309,29 +393,15 @@ class Hub:
                 (),
                 record.rated,
                 record=record,
+                on_end=commit,
             )
         except BaseException as exc:
-            record.termination = Termination.ABORTED
-            record.reason = f"the server failed while running the match: {exc!r}"
-            record.returns = tuple(0.0 for _ in record.seats)
-            record.ended_at = datetime.now(UTC)
+            commit_error = commit_error or f"the server failed while running the match: {exc!r}"
         finally:
             for session in locked:
                 if session.busy.locked():
                     session.busy.release()
-            if self.store is not None and record.termination is not None:
-                try:
-                    # Ladder (issue 5): a rated match and its rating change commit together.
-                    hook = chain_hooks(rating_change(record), seat_outcomes(record, seats))  # + logs, failures
-                    await asyncio.shield(self.store.finish_match(record, hook))
-                except Exception as exc:
-                    # The match stays 'running' in the store and is marked aborted at the next start.
-                    print(
-                        f"arena: could not record the end of match {record.match_id}: {exc!r}; "
-                        "it will be marked aborted when the server restarts",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+            await self._settle(running, seats, commit_error)
             for seat in seats:
                 if isinstance(seat, SubprocessSeat):
                     with contextlib.suppress(Exception):
@@ -341,14 +411,98 @@ class Hub:
                 queue.put_nowait(("closed", None))  # one more than the cap at most
         return record
 
-    async def shutdown(self, reason: str = "the server is shutting down") -> None:
-        """Abort every running match, wait for them to be recorded, stop accepting new ones."""
+    async def _settle(self, running: RunningMatch, seats: list[Seat], commit_error: str) -> None:
+        """After the seats were told: store the stderr logs, or mark an uncommitted match aborted (one log line)."""
+        record = running.record
+        store = self.store
+        if store is None or not record.match_id.isdigit():
+            return
+        if running.commit is not None and not running.commit.done():
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(running.commit)  # cancelled while committing: let the commit decide
+        if running.committed:
+            if running.commit_snapshot is not None and running.commit_snapshot is not record:
+                # Cancelled after the commit went through: the stored ending is the true one.
+                _copy_ending(running.commit_snapshot, record)
+            logs = seat_outcomes(record, seats, failure=False)
+            if logs is not None:
+                try:
+                    await asyncio.shield(store.run_in_transaction(logs))
+                except Exception as exc:  # the match itself is recorded; only its logs are missing
+                    log(f"arena: match {record.match_id} is recorded, but its bots' logs are not: {store_problem(exc)}")
+            return
+        problem = commit_error or "the match could not be completed"
+        told = record.termination is not None and record.reason.startswith(COMMIT_FAILED)
+        if not told:
+            void_record(record, problem)  # never store an ending that was not committed with its rating
+        try:
+            await asyncio.shield(store.finish_match(record))
+            after = "it is stored as aborted"
+        except Exception as exc:
+            self._unsettled.append(record)
+            after = (
+                f"it stays 'running' until the database accepts writes again, or the next start marks it "
+                f"aborted ({store_problem(exc)})"
+            )
+        log(
+            f"arena: could not record the end of match {record.match_id} ({problem}); "
+            f"{'its bots were told it was aborted' if told else 'it is void'}; {after}"
+        )
+
+    async def _store_unsettled(self) -> None:
+        """Store the matches voided while the database refused writes, now that it accepts them."""
+        assert self.store is not None
+        pending, self._unsettled = self._unsettled, []  # taken at once: concurrent callers never share one
+        for index, record in enumerate(pending):
+            try:
+                await asyncio.shield(self.store.finish_match(record))
+            except Exception:
+                self._unsettled.extend(pending[index:])  # still refused: again after the next successful write
+                return
+
+    async def shutdown(self, reason: str = "the server is shutting down", grace: float = 10.0) -> None:
+        """Stop accepting matches, abort the running ones and wait (up to ``grace`` s) until they are recorded.
+
+        Every seat is told the match was aborted with ``reason`` before this
+        returns. A match still not done after ``grace`` is cancelled and
+        recorded as aborted directly. Then, for what is left of ``grace``, it
+        waits for the remote bots that were thinking about a Turn to send
+        their (now late) answer or hang up: such a bot reads its MatchEnded
+        only when it is done, and the stream must still be open then
+        (closing it from the server drops what the bot has not read yet).
+        """
         self.stopping = True
-        for running in list(self.running.values()):
-            running.control.abort(reason)
-        tasks = [r.task for r in self.running.values() if r.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=10)
+        self.stop_reason = reason
+        deadline = time.monotonic() + grace
+        playing = [s for s in self.sessions.values() if s.busy.locked() or s.seat is not None]
+        while self.running and time.monotonic() < deadline - 1.0:
+            # Matches being stored when the shutdown began join self.running (already aborted) meanwhile.
+            for running in list(self.running.values()):
+                running.control.abort(reason)
+            tasks = [r.task for r in self.running.values() if r.task is not None]
+            if not tasks:
+                break
+            await asyncio.wait(tasks, timeout=max(deadline - 1.0 - time.monotonic(), 0.1))
+        stuck = [r for r in self.running.values() if r.task is not None and not r.task.done()]
+        for running in stuck:
+            assert running.task is not None
+            running.task.cancel()
+        if stuck:
+            left = max(deadline - time.monotonic(), 0.1)
+            await asyncio.wait([r.task for r in stuck if r.task is not None], timeout=left)
+        for waiter in [w for waiters in self._next_match.values() for w in waiters]:
+            waiter.cancel()
+        self._next_match.clear()
+        thinking = [asyncio.ensure_future(s.settled.wait()) for s in playing if not s.settled.is_set()]
+        if thinking:
+            await asyncio.wait(thinking, timeout=max(deadline - time.monotonic(), 0.0))
+            for waiter_task in thinking:
+                waiter_task.cancel()
+        if playing:  # a moment to read what is already on the way, before the streams close
+            await asyncio.sleep(min(SHUTDOWN_LINGER, max(deadline - time.monotonic(), 0.0)))
+        if self._unsettled and self.store is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._store_unsettled(), max(deadline - time.monotonic(), 0.1))
 
     # -- spectators ---------------------------------------------------------------------------------
 
@@ -491,3 +645,22 @@ def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:
         if player != CHANCE or game.chance_is_public
     ]
     return moves, state.observation(None)
+
+
+def store_problem(exc: BaseException) -> str:
+    """What the database said, in one short phrase (e.g. "database or disk is full")."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def log(line: str) -> None:
+    """One line on the server's stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _copy_ending(source: MatchRecord, target: MatchRecord) -> None:
+    target.termination = source.termination
+    target.offender = source.offender
+    target.reason = source.reason
+    target.returns = source.returns
+    target.ended_at = source.ended_at

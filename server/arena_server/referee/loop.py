@@ -11,6 +11,12 @@ and tells the other seats what became public. Its promises:
   the end; chance outcomes come from an RNG keyed by the seed alone.
 * Every ending is a :class:`Termination` value with the offending seat and a
   readable reason; nothing a bot does raises out of :func:`play_match`.
+* Commit before notify: the ``on_end`` hook (the server's store) gets the
+  finished record before any seat or spectator hears the end; if it fails, the
+  match is voided and the seats are told that abort, with the reason.
+* A seat is charged only its own time: :class:`LoopLag` tells seats when the
+  server's event loop stalled, so a reply that waited for a busy server is
+  dated back, and a deadline that fell in a stall lets the reply be read first.
 """
 
 from __future__ import annotations
@@ -20,11 +26,14 @@ import asyncio
 import hashlib
 import random
 import secrets
+import time
+import weakref
 from array import array
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from arena_client.types import (
     MatchInfo,
@@ -165,6 +174,21 @@ class MatchRecord:
 MatchListener = Callable[[str, Any], None]
 """Spectator hook: called with ("moves", (public_moves, state)) and ("ended", record)."""
 
+CommitHook = Callable[[MatchRecord], Awaitable[None]]
+"""Called with the finished record before any seat or spectator hears the end (e.g. the store's commit)."""
+
+COMMIT_FAILED = "the server could not record the match"
+"""How the reason of a match voided by a failed commit starts."""
+
+
+def void_record(record: MatchRecord, reason: str) -> None:
+    """Turn a finished record into an abort with ``reason``: nobody is blamed and the returns are zero."""
+    record.termination = Termination.ABORTED
+    record.offender = None
+    record.reason = reason
+    record.returns = tuple(0.0 for _ in record.seats)
+    record.ended_at = record.ended_at or datetime.now(UTC)
+
 
 class MatchControl:
     """The server's handle on a running match: abort it, watch it.
@@ -189,6 +213,111 @@ class MatchControl:
         self.reason = reason
         if self.waiter is not None and not self.waiter.done():
             self.waiter.cancel()
+
+
+class LoopLag:
+    """How late this event loop has been running, so that a bot is charged its own time only.
+
+    A periodic callback (every :attr:`PERIOD` seconds while anyone
+    :meth:`acquire` holds the monitor) notes when the loop last got round to it;
+    a gap much longer than the period is a *stall*: the server was busy (or
+    the machine loaded) and read nothing. A reply that is read just after a
+    stall may have arrived at any moment of it, so :meth:`arrival` dates it
+    back to the stall's start (the bot gets the benefit of the doubt); stalls
+    while the bot was still thinking are not discounted, so a slow bot stays
+    slow. :meth:`deadline` runs a timeout callback only when the loop ran it
+    on time, so a deadline that fell inside a stall first lets the reader see
+    what arrived meanwhile.
+    """
+
+    PERIOD = 0.005
+    """Seconds between ticks."""
+    SLACK = 0.020
+    """Lateness beyond the period that counts as a stall (shorter hiccups are the bot's, within its grace)."""
+
+    _instances: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag]] = weakref.WeakKeyDictionary()
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.last_tick = time.perf_counter()
+        self.stalls: deque[tuple[float, float]] = deque(maxlen=32)
+        """Recent stalls as (loop last seen running, loop running again), perf_counter seconds."""
+        self.users = 0
+        self._handle: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop | None = None) -> LoopLag:
+        """The monitor of ``loop`` (the running loop by default)."""
+        loop = loop or asyncio.get_running_loop()
+        lag = cls._instances.get(loop)
+        if lag is None:
+            lag = cls._instances[loop] = cls(loop)
+        return lag
+
+    def acquire(self) -> None:
+        """Start watching (counted; pair with :meth:`release`)."""
+        self.users += 1
+        if self._handle is None:
+            self.last_tick = time.perf_counter()
+            self._handle = self.loop.call_later(self.PERIOD, self._tick)
+
+    def release(self) -> None:
+        """Stop watching; the monitor itself stops at its next tick when nobody watches."""
+        self.users = max(self.users - 1, 0)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if now - self.last_tick > self.PERIOD + self.SLACK:
+            self.stalls.append((self.last_tick, now))
+        self.last_tick = now
+        self._handle = self.loop.call_later(self.PERIOD, self._tick) if self.users else None
+
+    def stalled_since(self, now: float) -> float | None:
+        """When the stall that delayed a read at ``now`` began, or None if the read was on time."""
+        if now - self.last_tick > self.PERIOD + self.SLACK:
+            return self.last_tick  # still inside a stall the monitor has not seen end yet
+        for start, end in reversed(self.stalls):
+            if end < now - 4 * self.PERIOD - self.SLACK:
+                break
+            if start < now:
+                return start
+        return None
+
+    def arrival(self, sent: float, read: float) -> float:
+        """When a reply read at ``read`` (for a request written at ``sent``) became readable, at the earliest."""
+        start = self.stalled_since(read)
+        return read if start is None else max(sent, min(start, read))
+
+    def deadline(self, delay: float, callback: Callable[[], None]) -> Deadline:
+        """Call ``callback`` after ``delay`` seconds of a responsive loop (see the class notes)."""
+        return Deadline(self, delay, callback)
+
+
+class Deadline:
+    """A timeout that fires only when the event loop ran it on time; cancel with :meth:`cancel`."""
+
+    __slots__ = ("_callback", "_due", "_handle", "_lag")
+
+    def __init__(self, lag: LoopLag, delay: float, callback: Callable[[], None]) -> None:
+        self._lag = lag
+        self._callback = callback
+        self._due = time.perf_counter() + delay
+        self._handle: asyncio.TimerHandle | None = lag.loop.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        now = time.perf_counter()
+        if now - self._due > self._lag.SLACK or self._lag.stalled_since(now) is not None:
+            # The loop was stalled when the deadline passed: a reply may be waiting to be read.
+            self._due = now + 4 * self._lag.PERIOD
+            self._handle = self._lag.loop.call_later(4 * self._lag.PERIOD, self._fire)
+            return
+        self._handle = None
+        self._callback()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 def seed_hash(seed: str) -> str:
@@ -231,6 +360,7 @@ async def play_match(
     listeners: Sequence[MatchListener] = (),
     rated: bool = False,
     record: MatchRecord | None = None,
+    on_end: CommitHook | None = None,
 ) -> MatchRecord:
     """Run one match to its end and return the record. Never raises for bot misbehaviour.
 
@@ -246,6 +376,10 @@ async def play_match(
         record: Fill in this record (its seed, id and clock win over the other
             arguments) instead of creating one; lets a caller see the ending
             before the seats are told.
+        on_end: Awaited with the finished record before any seat or listener is
+            told the result (the server commits the match here). If it raises,
+            the match is voided (:func:`void_record`, reason starting with
+            :data:`COMMIT_FAILED`) and that abort is what the seats are told.
     """
     if len(seats) != game.num_players:
         raise ValueError(f"{game.name} needs {game.num_players} seats, got {len(seats)}")
@@ -261,7 +395,7 @@ async def play_match(
             started_at=datetime.now(UTC),
             rated=rated,
         )
-    referee = _Referee(game, seats, record.time_control, record, control or MatchControl(), listeners)
+    referee = _Referee(game, seats, record.time_control, record, control or MatchControl(), listeners, on_end)
     await referee.run()
     return record
 
@@ -277,8 +411,10 @@ class _Referee:
         record: MatchRecord,
         control: MatchControl,
         listeners: Sequence[MatchListener],
+        on_end: CommitHook | None = None,
     ) -> None:
         self.game = game
+        self.on_end = on_end
         self.seats = list(seats)
         self.tc = tc
         self.record = record
@@ -611,6 +747,12 @@ class _Referee:
             record.returns = game.forfeit_returns(offender)
         else:
             record.returns = tuple(0.0 for _ in range(game.num_players))
+        if self.on_end is not None:
+            # Commit before notify: nobody hears an ending the server has not recorded.
+            try:
+                await self.on_end(record)
+            except Exception as exc:
+                void_record(record, f"{COMMIT_FAILED}: {exc}")
         for listener in self.listeners:
             listener("ended", record)
         ends = []
@@ -618,10 +760,10 @@ class _Referee:
             result = MatchResult(
                 record.match_id,
                 record.returns,
-                termination,
-                reason,
+                record.termination,
+                record.reason,
                 "" if record.seed_sealed else record.seed,  # a sealed seed is revealed when its set ends
-                offender,
+                record.offender,
                 self.state.observation(seat_index),
                 tuple(self.pending[seat_index]),
             )

@@ -14,10 +14,17 @@ Message handling rules (the bot is told each time with an ``Error``):
 * an ``Action`` for a turn the seat was never given ends the match with
   ``PROTOCOL_ERROR``.
 
-Writing never waits for the bot: messages go through a bounded queue
-(:data:`MAX_OUTBOX`) and every write has a deadline (:data:`WRITE_TIMEOUT`).
+No caller writes to the stream itself: messages go through a bounded queue
+(:data:`MAX_OUTBOX`) written in order by one writer task, and every write has a
+deadline (:data:`WRITE_TIMEOUT`).
 A bot that stops reading its stream overflows one or the other; its session is
 closed and the match it is in ends with ``DISCONNECT`` and that reason.
+
+A Turn write is never cut in half by an abort (the server shutting down), and
+MatchEnded is written before the seat lets go (bounded by
+:data:`END_NOTICE_TIMEOUT`), so every bot hears how its match ended. A bot's
+clock runs from the completed Turn write to the moment its Action was read,
+minus a stall of the server's loop just before that read (:class:`LoopLag`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from typing import Any
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
-from arena_server.referee.loop import Answer, Seat
+from arena_server.referee.loop import Answer, LoopLag, Seat
 
 MAX_MESSAGE_BYTES = 64 * 1024
 """Largest bot message the server accepts (a bot never needs more than a few bytes)."""
@@ -45,6 +52,9 @@ WRITE_TIMEOUT = 10.0
 
 FLUSH_TIMEOUT = 2.0
 """Seconds a closing session waits for its last messages (a fatal Error) to be written."""
+
+END_NOTICE_TIMEOUT = 5.0
+"""Seconds the referee waits for a MatchEnded (e.g. the shutdown notice) to be written to the stream."""
 
 
 class SessionClosed(Exception):
@@ -95,12 +105,24 @@ class RemoteSession:
         self._idle = asyncio.Event()
         self._idle.set()
         self._writer: asyncio.Task[None] | None = None
+        self.owed_turn = 0
+        """The turn the bot is thinking about (0: none); cleared by its Action for it, even a late one."""
+        self.settled = asyncio.Event()
+        """Set while the bot owes no answer: a shutdown waits for it, so the bot is reading when the stream ends."""
+        self.settled.set()
 
     # -- writing ------------------------------------------------------------------------------------
 
     async def send(self, msg: bs.ServerMessage) -> None:
         """Queue ``msg`` for writing, in order, and return at once. Never raises for a dead stream."""
         self.send_nowait(msg)
+
+    async def drained(self) -> None:
+        """Wait until everything queued so far has been written (or dropped because the stream is gone).
+
+        Bounded: a message the bot does not read within ``write_timeout`` closes the session.
+        """
+        await self._idle.wait()
 
     def send_nowait(self, msg: bs.ServerMessage) -> None:
         """Queue ``msg`` for writing (the same as :meth:`send`, for code that cannot await).
@@ -185,6 +207,7 @@ class RemoteSession:
 
     def mark_closed(self, reason: str) -> None:
         """Close the session (messages already queued are still written); the seated match hears of it."""
+        self.settled.set()
         if not self.closed.is_set():
             self.close_reason = reason
             self.closed.set()
@@ -196,6 +219,9 @@ class RemoteSession:
 
     def on_action(self, action: bs.Action) -> None:
         """Route an Action to the seated match (or complain)."""
+        if action.turn_id == self.owed_turn:
+            self.owed_turn = 0
+            self.settled.set()
         seat = self.seat
         if seat is None:
             self.send_nowait(
@@ -260,12 +286,24 @@ class RemoteSeat(Seat):
         msg = bs.ServerMessage()
         turn_to_proto(turn, moves, msg.turn)
         self._started = time.perf_counter()
-        timer = loop.call_later(timeout, self._expire, future, turn.turn_id, timeout)
+        lag = LoopLag.of(loop)
+        lag.acquire()
+        timer = None
         try:
-            self.session.send_nowait(msg)  # never waits for the bot to read: the clock alone bounds the turn
+            # Written by the session's writer task, which an abort (the server shutting down) never cuts in
+            # half; a bot that does not read is disconnected by the write deadline.
+            self.session.send_nowait(msg)
+            await self.session.drained()
+            self.session.owed_turn = turn.turn_id
+            self.session.settled.clear()
+            # The bot's clock starts when the Turn is written, and counts only while the loop is responsive.
+            self._started = time.perf_counter()
+            timer = lag.deadline(timeout, lambda: self._expire(future, turn.turn_id, timeout))
             return await future
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
+            lag.release()
             self._future = None
             self._expected = 0
 
@@ -283,7 +321,10 @@ class RemoteSeat(Seat):
     def on_action(self, action: bs.Action) -> None:
         future = self._future
         if action.match_id == self.match_id and action.turn_id == self._expected and future and not future.done():
-            future.set_result(Answer(action.action, time.perf_counter() - self._started))
+            # A stall of the server's loop just before this read is not the bot's time.
+            started = self._started
+            arrived = LoopLag.of().arrival(started, time.perf_counter())
+            future.set_result(Answer(action.action, arrived - started))
             return
         if action.match_id == self.match_id and action.turn_id in self._issued:
             self.session.send_nowait(
@@ -323,8 +364,15 @@ class RemoteSeat(Seat):
             self.session.send_nowait(bs.ServerMessage(update=update_to_proto(update)))
 
     async def end(self, result: MatchResult) -> None:
+        """Write MatchEnded and wait (at most END_NOTICE_TIMEOUT) until it is on the stream; never cut short."""
         try:
-            self.session.send_nowait(bs.ServerMessage(match_ended=result_to_proto(result)))
+            notice = asyncio.ensure_future(self._tell_end(result))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(notice), END_NOTICE_TIMEOUT)
         finally:
             if self.session.seat is self:
                 self.session.seat = None
+
+    async def _tell_end(self, result: MatchResult) -> None:
+        self.session.send_nowait(bs.ServerMessage(match_ended=result_to_proto(result)))
+        await self.session.drained()

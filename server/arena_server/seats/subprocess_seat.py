@@ -27,6 +27,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from typing import Any
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
-from arena_server.referee.loop import Answer, Seat
+from arena_server.referee.loop import Answer, LoopLag, Seat
 from arena_server.seats.framing import (
     DEFAULT_MAX_MESSAGE_BYTES,
     FrameError,
@@ -263,19 +264,23 @@ class SubprocessSeat(Seat):
         self._pending = (turn.turn_id, future)
         self._latest_turn = turn.turn_id
         stderr_before = self.log.total
-        sent = time.perf_counter()
         self.last_turn = message = bs.ServerMessage()
         turn_to_proto(turn, moves, message.turn)
         self._send(message)
+        # The bot's clock starts once the Turn is in the pipe (the write returned) ...
+        sent = time.perf_counter()
         if self._failure is not None:
             self._pending = None
             return self._failure
-        # A timer handle is much cheaper per move than wait_for (no extra task per turn).
-        timer = loop.call_later(timeout, _expire, future)
+        # ... and the deadline only counts while the loop is responsive (no task per turn: a timer handle).
+        lag = LoopLag.of(loop)
+        lag.acquire()
+        timer = lag.deadline(timeout, lambda: _expire(future))
         try:
             result = await future
         finally:
             timer.cancel()
+            lag.release()
             self._pending = None
         if result is _EXPIRED:
             elapsed = time.perf_counter() - sent
@@ -296,7 +301,8 @@ class SubprocessSeat(Seat):
             return result
         assert result is not None
         action, received = result
-        return Answer(action, received - sent)
+        # ``received`` is when the pipe was read; a stall of the server's loop before that is not the bot's.
+        return Answer(action, lag.arrival(sent, received) - sent)
 
     def update(self, update: Update) -> None:
         if self._failure is None:
@@ -387,6 +393,7 @@ class SubprocessSeat(Seat):
         except OSError as exc:
             return Answer(None, 0.0, Termination.CRASH, f"could not be started: {exc}")
         self._proc = proc = asyncio.subprocess.Process(transport, protocol, loop)
+        protocol.stamp_reads(transport)
         self._pipes = protocol
         self._tasks = [asyncio.ensure_future(self._watch_exit(proc))]
         started = time.perf_counter()
@@ -457,15 +464,15 @@ class SubprocessSeat(Seat):
         if self._pending is not None and not self._pending[1].done():
             self._pending[1].set_result(failure)
 
-    def _on_stdout(self, data: bytes) -> None:
-        """Bytes from the bot's stdout, straight from the pipe: parse and dispatch every complete message."""
+    def _on_stdout(self, data: bytes, read_at: float | None = None) -> None:
+        """Bytes from the bot's stdout (read from the pipe at ``read_at``): parse and dispatch every message."""
         parser = self._parser
         if parser is None:
             return
         try:
             try:
                 payloads = parser.feed(data)
-                received = time.perf_counter()
+                received = time.perf_counter() if read_at is None else read_at
                 for payload in payloads:
                     message = parse_payload(payload, self.program.framing, bs.BotMessage)
                     self.messages_received += 1
@@ -690,7 +697,7 @@ class _BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        on_stdout: Callable[[bytes], None],
+        on_stdout: Callable[[bytes, float | None], None],
         on_stdout_eof: Callable[[], None],
         on_stderr: Callable[[bytes], None],
     ) -> None:
@@ -701,11 +708,32 @@ class _BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
         self._on_stdout = on_stdout
         self._on_stdout_eof = on_stdout_eof
         self._on_stderr = on_stderr
+        self._read_at: deque[float] = deque()
+
+    def stamp_reads(self, transport: asyncio.SubprocessTransport) -> None:
+        """Note the moment each stdout chunk is read from the pipe.
+
+        asyncio hands pipe data to :meth:`pipe_data_received` one loop
+        iteration after reading it; under load that iteration can come much
+        later, and the bot must not be charged for it.
+        """
+        pipe = transport.get_pipe_transport(1)
+        proto: Any = pipe.get_protocol() if pipe is not None else None
+        if proto is None:
+            return
+        forward = proto.data_received
+        stamps = self._read_at
+
+        def data_received(data: bytes) -> None:
+            stamps.append(time.perf_counter())
+            forward(data)
+
+        proto.data_received = data_received
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         assert isinstance(data, bytes)
         if fd == 1:
-            self._on_stdout(data)
+            self._on_stdout(data, self._read_at.popleft() if self._read_at else None)
         elif fd == 2:
             self._on_stderr(data)
 

@@ -8,7 +8,10 @@ in one transaction when they end, so after a crash the running ones are
 marked aborted at the next start and nothing is half-written. A running
 match's row holds only the seed's commitment (``seed_sha256``); the seed
 itself is written when the match ends, so no reader of the file can predict
-a live match's dice (a match cut off by a crash never reveals its seed).
+a live match's dice (a match cut off by a crash never reveals its seed). A
+write that fails (disk full, read-only file, locked database) raises
+``sqlite3.Error`` after its transaction was rolled back; the connection stays
+usable.
 
 Move lists are stored compactly: one zlib-compressed blob per match holding
 parallel little-endian arrays (seat int8, action int32, elapsed µs uint32,
@@ -18,6 +21,7 @@ legal uint8), readable back into a replay with :func:`decode_moves`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -390,7 +394,7 @@ class Store:
             )
             await conn.execute("COMMIT")
         except BaseException:
-            await conn.execute("ROLLBACK")
+            await self._rollback()
             raise
         record.match_id = str(match_id)
         return record.match_id
@@ -434,7 +438,7 @@ class Store:
                 await extra(conn)
             await conn.execute("COMMIT")
         except BaseException:
-            await conn.execute("ROLLBACK")
+            await self._rollback()
             raise
 
     async def reveal_seed(self, seed: str) -> None:
@@ -444,6 +448,25 @@ class Store:
                 "UPDATE matches SET seed = ? WHERE seed_sha256 = ? AND status != 'running'",
                 (seed, hashlib.sha256(seed.encode()).hexdigest()),
             )
+
+    async def run_in_transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[None]]) -> None:
+        """Run ``work`` in one write transaction (all of it or nothing)."""
+        async with self.write_lock:
+            conn = self.conn
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                await work(conn)
+                await conn.execute("COMMIT")
+            except BaseException:
+                await self._rollback()
+                raise
+
+    async def _rollback(self) -> None:
+        """Undo the open transaction, if SQLite has not already (a failed BEGIN or COMMIT may leave none)."""
+        if self.conn.in_transaction:
+            # If SQLite rolled back by itself meanwhile, the original error is the one that matters.
+            with contextlib.suppress(sqlite3.Error):
+                await self.conn.execute("ROLLBACK")
 
     async def get_match(self, match_id: str, with_moves: bool = True) -> MatchRecord | None:
         """The stored match, or None when there is no such id."""

@@ -18,24 +18,37 @@ A rated match's effect on the totals is computed by one pure function
 (:func:`match_effects`) used both when the match finishes and by
 :func:`recompute`, so a recompute from the matches reproduces the stored
 tables exactly. Bradley-Terry ratings are refitted from the pair totals when a
-pool is dirty (:func:`refit_pool`); the fit is deterministic.
+pool is dirty (:func:`refit_pool`), by the ladder's background loop only:
+reading (:func:`leaderboard`, :func:`crosstable`, :func:`check_database`)
+never writes. The fit converges to the same optimum from any start, so a
+rebuild agrees with the stored table within :data:`RATING_TOLERANCE`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
+import os
+import urllib.parse
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import aiosqlite
+import numpy as np
 
 import arena_server.ladder.fit as rt
 from arena_client import Termination
 from arena_games import Game, load_game
 from arena_server.referee.loop import MatchRecord
+
+RATING_TOLERANCE = 0.01
+"""Elo points by which a stored rating or interval may differ from a rebuild (the fit is exact to ~1e-5)."""
+PL_TOLERANCE = 1e-9
+"""Plackett-Luce mu/sigma are replayed in the same order, so they agree to floating-point noise."""
 
 BT = "bradley-terry"
 PL = "plackett-luce"
@@ -351,17 +364,45 @@ def _accumulate(
             snap.ratings[(fx.pool, s.bot)][0:4] = [rating, ci, mu, sigma]
 
 
-def compare(stored: Snapshot, computed: Snapshot) -> list[str]:
-    """Every difference between two snapshots, as readable lines (empty: identical)."""
-    out: list[str] = []
-    for label, a, b in (
-        ("pool", stored.pools, computed.pools),
-        ("rating", stored.ratings, computed.ratings),
-        ("pair", stored.pairs, computed.pairs),
+def _rating_row_equal(stored: list[Any], computed: list[Any], fitted: bool) -> bool:
+    """One ``ratings`` row: counts, score and dates exactly; rating and ci within the tolerances.
+
+    ``fitted`` is False for a Bradley-Terry pool with results the background
+    refit has not reached yet: its rating and ci are those of the previous fit,
+    so only the counts are compared.
+    """
+    if stored[4:] != computed[4:]:
+        return False
+    if not fitted:
+        return True
+    if (stored[2] is None) != (computed[2] is None) or (stored[3] is None) != (computed[3] is None):
+        return False
+    if stored[2] is not None and (
+        abs(stored[2] - computed[2]) > PL_TOLERANCE or abs(stored[3] - computed[3]) > PL_TOLERANCE
     ):
-        for key in sorted(set(a) | set(b), key=str):
-            if a.get(key) != b.get(key):  # type: ignore[call-overload]
-                out.append(f"{label} {key}: stored {a.get(key)} != recomputed {b.get(key)}")  # type: ignore[call-overload]
+        return False
+    return bool(abs(stored[0] - computed[0]) <= RATING_TOLERANCE and abs(stored[1] - computed[1]) <= RATING_TOLERANCE)
+
+
+def compare(stored: Snapshot, computed: Snapshot, unfitted: Iterable[str] = ()) -> list[str]:
+    """Every difference between two snapshots, as readable lines (empty: they agree).
+
+    Counts, scores, dates and the rating order must be identical; ratings and
+    intervals agree within :data:`RATING_TOLERANCE` Elo. Ratings of the pools
+    in ``unfitted`` (results stored but not yet refitted) are not compared.
+    """
+    out: list[str] = []
+    skip = set(unfitted)
+    for key in sorted(set(stored.pools) | set(computed.pools)):
+        if stored.pools.get(key) != computed.pools.get(key):
+            out.append(f"pool {key}: stored {stored.pools.get(key)} != recomputed {computed.pools.get(key)}")
+    for rkey in sorted(set(stored.ratings) | set(computed.ratings)):
+        a, b = stored.ratings.get(rkey), computed.ratings.get(rkey)
+        if a is None or b is None or not _rating_row_equal(a, b, rkey[0] not in skip):
+            out.append(f"rating {rkey}: stored {a} != recomputed {b}")
+    for pkey in sorted(set(stored.pairs) | set(computed.pairs)):
+        if stored.pairs.get(pkey) != computed.pairs.get(pkey):
+            out.append(f"pair {pkey}: stored {stored.pairs.get(pkey)} != recomputed {computed.pairs.get(pkey)}")
     if stored.order != computed.order:
         out.append(f"rating order differs: {len(stored.order)} stored vs {len(computed.order)} recomputed matches")
     return out
@@ -404,16 +445,84 @@ async def write_snapshot(store: Any, snap: Snapshot) -> None:
 async def recompute(store: Any, write: bool = True) -> tuple[Snapshot, list[str]]:
     """Rebuild ratings from the matches; returns the result and its differences from what was stored.
 
-    Dirty pools are refitted first, so the comparison is against the
-    incrementally maintained totals at their latest fit.
+    With ``write`` (``arena ratings recompute``), dirty pools are refitted first
+    so the comparison is against the latest fit, and the rebuilt tables are
+    stored. Without it nothing is written: pools with unfitted results have
+    only their counts compared (see :func:`compare`).
     """
-    await refit_dirty(store)
+    if write:
+        await refit_dirty(store)
     stored = await stored_snapshot(store.conn)
     computed = await compute_snapshot(store.conn)
-    diffs = compare(stored, computed)
+    diffs = compare(stored, computed, await dirty_pools(store.conn))
     if write:
         await write_snapshot(store, computed)
     return computed, diffs
+
+
+@dataclass
+class CheckResult:
+    """What :func:`check_database` found."""
+
+    snapshot: Snapshot
+    differences: list[str]
+    unfitted: list[PoolInfo]
+    """Pools whose newest results the server has not refitted yet (their ratings were not compared)."""
+
+
+def read_only_uri(path: str) -> str:
+    """A SQLite URI that opens ``path`` read-only: SQLite writes neither the file nor its WAL.
+
+    When no -wal file exists and no server holds the database (see
+    :func:`check_database`), ``immutable=1`` is added too, so that opening it does
+    not even create an empty -wal file.
+    """
+    quoted = urllib.parse.quote(os.path.abspath(path))
+    return f"file:{quoted}?mode=ro"
+
+
+async def check_database(path: str) -> CheckResult:
+    """Rebuild ratings from the matches in memory and compare: the database is opened read-only.
+
+    Works with or without a server using the file (its lock file is only
+    probed with a shared ``flock``, never written). Nothing is written to the
+    database or its WAL.
+
+    Raises:
+        sqlite3.Error: the file cannot be read as a database.
+        FileNotFoundError: there is no such file.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no database file {path}")
+    lock_fd = None
+    lock_path = path + ".lock"
+    uri = read_only_uri(path)
+    try:
+        if os.path.exists(lock_path):
+            lock_fd = os.open(lock_path, os.O_RDONLY)
+            try:  # a shared lock while we read: no server can start on the file meanwhile
+                fcntl.flock(lock_fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                held_by_server = False
+            except OSError:
+                held_by_server = True
+        else:
+            held_by_server = False
+        if not held_by_server and not os.path.exists(path + "-wal"):
+            uri += "&immutable=1"  # nobody writes it, and there is no WAL to read
+        conn = await aiosqlite.connect(uri, uri=True, isolation_level=None)
+        try:
+            await conn.execute("BEGIN")  # one read transaction: a consistent view while a server writes
+            stored = await stored_snapshot(conn)
+            computed = await compute_snapshot(conn)
+            unfitted_names = await dirty_pools(conn)
+            unfitted = [p for p in await list_pools(conn) if p.pool in unfitted_names]
+            await conn.execute("COMMIT")
+        finally:
+            await conn.close()
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)  # releases the shared lock
+    return CheckResult(computed, compare(stored, computed, unfitted_names), unfitted)
 
 
 # -- queries --------------------------------------------------------------------------------------
@@ -431,6 +540,8 @@ class LeaderRow:
     losses: int
     last_active: str | None
     paused_reason: str
+    component: int = 0
+    """Connected component of the pool's "played" graph; ratings compare only within one."""
 
 
 @dataclass(frozen=True)
@@ -466,13 +577,49 @@ async def leaderboard(conn: aiosqlite.Connection, pool: str, limit: int = 1000) 
     )
     paused_names = [r[0] for r in rows if r[8] is not None]
     versions = await current_versions(conn, paused_names) if paused_names else {}
+    component = await pool_components(conn, pool)
     out = []
     for rank, r in enumerate(rows, 1):
         reason = ""
         if r[8] is not None and r[9] >= versions.get(r[0], 1):
             reason = r[8]
-        out.append(LeaderRow(rank, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], reason))
+        out.append(LeaderRow(rank, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], reason, component.get(r[0], 0)))
     return out
+
+
+_COMPONENTS: weakref.WeakKeyDictionary[aiosqlite.Connection, dict[str, tuple[int, dict[str, int]]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""connection -> pool -> (matches, components): reads repeat far more often than results arrive."""
+
+
+async def pool_components(conn: aiosqlite.Connection, pool: str) -> dict[str, int]:
+    """Bot -> connected component of the pool's "played" graph (0, 1, ... in order of the first bot name).
+
+    Bots with the same number met, directly or through others; ratings of
+    different components are fitted separately and are not comparable.
+    """
+    head = await _rows(conn, "SELECT matches FROM rating_pools WHERE pool = ?", (pool,))
+    matches = int(head[0][0]) if head else 0
+    cache = _COMPONENTS.setdefault(conn, {})
+    cached = cache.get(pool)
+    if cached is not None and cached[0] == matches:
+        return cached[1]
+    names = sorted(r[0] for r in await _rows(conn, "SELECT bot_name FROM ratings WHERE pool = ?", (pool,)))
+    pairs = await _rows(conn, "SELECT bot_a, bot_b FROM rating_pairs WHERE pool = ? AND games > 0", (pool,))
+    index = {n: i for i, n in enumerate(names)}
+    for a, b in pairs:
+        for n in (a, b):
+            if n not in index:
+                index[n] = len(index)
+    ordered = sorted(index)
+    index = {n: i for i, n in enumerate(ordered)}
+    ia = np.array([index[a] for a, _ in pairs], dtype=np.intp)
+    ib = np.array([index[b] for _, b in pairs], dtype=np.intp)
+    labels = rt.components(len(ordered), ia, ib)
+    result = {n: int(c) for n, c in zip(ordered, labels, strict=True)}
+    cache[pool] = (matches, result)
+    return result
 
 
 async def crosstable(conn: aiosqlite.Connection, pool: str) -> list[rt.PairTotal]:

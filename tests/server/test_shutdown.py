@@ -1,0 +1,114 @@
+"""Graceful shutdown of a real ``arena serve`` process with many remote bots mid-match.
+
+SIGTERM or SIGINT while 30 raw gRPC bots play hosted bots: every bot must receive
+MatchEnded(aborted, "the server is shutting down"), every match must be stored as aborted
+with that reason, and the process must exit 0 within its shutdown grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from arena.v1 import common_pb2 as common
+from arena_client import Termination
+from tests.fakes.grpc_bots import RawBot
+
+BOTS = 30
+GRACE = 10.0
+REASON = "the server is shutting down"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def one_bot(address: str, index: int, playing: asyncio.Event, counter: list[int]) -> str:
+    """Play until the match ends; return how it ended as the bot saw it."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        raw = RawBot(channel)
+        welcome = await raw.hello(f"sd-{index}")
+        assert welcome.WhichOneof("kind") == "welcome", welcome
+        tc = common.TimeControl()
+        tc.per_move.seconds = 10
+        await raw.challenge("random", rounds=1_000_000, time_control=tc)
+        turns = 0
+        rng = random.Random(index)
+        while True:
+            try:
+                msg = await raw.recv(timeout=60)
+            except (EOFError, grpc.aio.AioRpcError) as exc:
+                return f"stream ended without MatchEnded: {exc!r}"
+            kind = msg.WhichOneof("kind")
+            if kind == "turn":
+                turns += 1
+                if turns == 3:
+                    counter[0] += 1
+                    if counter[0] == BOTS:
+                        playing.set()
+                # A bot with a clock of its own: from its third turn it thinks up to 3 s, so the shutdown
+                # finds most bots busy, not reading their stream.
+                await asyncio.sleep(rng.uniform(0, 0.02) if turns < 3 else rng.uniform(0.5, 3.0))
+                try:
+                    await raw.answer(msg.turn, rng.randrange(3))
+                except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+                    return f"could not answer: {exc!r}"
+            elif kind == "match_ended":
+                ended = msg.match_ended
+                return f"ended {Termination(ended.termination).name}: {ended.reason}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_every_remote_bot_hears_the_shutdown_and_every_match_is_aborted(tmp_path: Path, sig: int) -> None:
+    db = tmp_path / "arena.db"
+    port = free_port()
+    argv = ["serve", "--host", "127.0.0.1", "--port", str(port), "--db", str(db), "--shutdown-grace", str(GRACE)]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "arena_server.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        line = await asyncio.to_thread(server.stdout.readline)
+        assert "serving on" in line, line
+        playing = asyncio.Event()
+        counter = [0]
+        bots = [asyncio.ensure_future(one_bot(f"127.0.0.1:{port}", i, playing, counter)) for i in range(BOTS)]
+        await asyncio.wait_for(playing.wait(), 60)
+        signalled = time.monotonic()
+        server.send_signal(sig)
+        code = await asyncio.to_thread(server.wait, GRACE + 10)
+        took = time.monotonic() - signalled
+        outcomes = await asyncio.wait_for(asyncio.gather(*bots), 30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        _, err = server.communicate(timeout=30)
+    told = sum(o == f"ended ABORTED: {REASON}" for o in outcomes)
+    print(f"{signal.Signals(sig).name}: {told}/{BOTS} remote bots got MatchEnded(aborted); exit {code} in {took:.2f}s")
+    assert told == BOTS, [o for o in outcomes if o != f"ended ABORTED: {REASON}"]
+    assert code == 0, err
+    assert took < GRACE, took
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT m.status, m.termination, m.reason FROM matches m JOIN match_seats s ON s.match_id = m.id "
+            "WHERE s.bot_name LIKE 'sd-%'"
+        ).fetchall()
+        running = conn.execute("SELECT COUNT(*) FROM matches WHERE status = 'running'").fetchone()[0]
+    finally:
+        conn.close()
+    assert rows == [("aborted", int(Termination.ABORTED), REASON)] * BOTS
+    assert running == 0
