@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow check lint typecheck proto proto-check bench clean
+.PHONY: run test test-slow soak check lint typecheck imports proto proto-check bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: $(STAMP) $(JS_DEPS)
 ## test-slow: the heavy experiments and exhaustive solvers only
 test-slow: $(STAMP) $(JS_DEPS)
 	$(BIN)/python -m pytest -m slow
+
+## soak: the restart soaks only (ladder + remote SDK bots, 20 server kills/restarts), figures printed
+soak: $(STAMP)
+	$(BIN)/python -m pytest -m slow -s tests/ladder/test_soak.py tests/client/test_sdk_reconnect.py
 
 ## check: lint, type check, generated code up to date, tests
 check: lint typecheck proto-check test

@@ -77,16 +77,15 @@ def sccs(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def report(package: str, root: Path) -> None:
+def analyse(package: str, root: Path) -> dict[str, object]:
+    """Modules, sizes, classes, import floors and cycles of one package."""
     files = sorted(root.rglob("*.py"))
     modules: dict[str, tuple[Path, ast.AST, bool]] = {}
     for f in files:
         modules[module_name(package, root, f)] = (f, ast.parse(f.read_text()), f.name == "__init__.py")
     graph: dict[str, set[str]] = {}
     for name, (_f, tree, is_pkg) in modules.items():
-        deps = {d for d in imports_of(tree, package, name, is_pkg) if d in modules and d != name}
-        # importing a package's __init__ only to reach a submodule is not an edge to the package
-        graph[name] = deps
+        graph[name] = {d for d in imports_of(tree, package, name, is_pkg) if d in modules and d != name}
     comps = sccs(graph)
     comp_of = {v: i for i, c in enumerate(comps) for v in c}
     floor: dict[int, int] = {}
@@ -100,12 +99,25 @@ def report(package: str, root: Path) -> None:
             if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
                 classes.append((node.end_lineno - node.lineno + 1, f"{f}:{node.name}"))
     classes.sort(reverse=True)
-    folders = sorted({str(f.parent) for f, _t, _p in modules.values()})
-    cycles = [sorted(c) for c in comps if len(c) > 1]
-    print(f"== {package}: {len(modules)} modules in {len(folders)} folders, {sum(s for s, _ in sizes)} lines")
+    return {
+        "modules": len(modules),
+        "folders": len({str(f.parent) for f, _t, _p in modules.values()}),
+        "sizes": sizes,
+        "classes": classes,
+        "floors": max(floor.values(), default=0),
+        "cycles": [sorted(c) for c in comps if len(c) > 1],
+    }
+
+
+def report(package: str, root: Path) -> None:
+    a = analyse(package, root)
+    sizes: list[tuple[int, str]] = a["sizes"]  # type: ignore[assignment]
+    classes: list[tuple[int, str]] = a["classes"]  # type: ignore[assignment]
+    cycles: list[list[str]] = a["cycles"]  # type: ignore[assignment]
+    print(f"== {package}: {a['modules']} modules in {a['folders']} folders, {sum(n for n, _ in sizes)} lines")
     print(f"largest modules: {', '.join(f'{p} ({n})' for n, p in sizes[:3])}")
     print(f"largest classes: {', '.join(f'{p} ({n})' for n, p in classes[:3])}")
-    print(f"import floors: {max(floor.values(), default=0)}")
+    print(f"import floors: {a['floors']}")
     print(f"import cycles: {len(cycles)}" + "".join(f"\n  {' <-> '.join(c)}" for c in cycles))
 
 

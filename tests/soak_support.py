@@ -236,6 +236,7 @@ def write_sdk_bot(
     act_sleep: float = 0.0,
     give_up_after: float | None = 300.0,
     max_backoff: float = 30.0,
+    token: str = "",
 ) -> Path:
     """Write an SDK bot script to ``path`` that prints one JSON line per event.
 
@@ -246,7 +247,8 @@ def write_sdk_bot(
     terminations ``run`` returned) or ``{"event": "error", "message": ...}``
     for an :class:`~arena_client.remote.ArenaError`. It plays a random legal
     action after sleeping ``act_sleep`` seconds. Without ``opponent`` it waits
-    to be seated by the server.
+    to be seated by the server. ``token`` is a registered name's token (registered bots
+    play rated ladder matches; guests never do).
     """
     path.write_text(
         textwrap.dedent(f"""
@@ -290,6 +292,7 @@ def write_sdk_bot(
                 matches={matches!r},
                 give_up_after={give_up_after!r},
                 max_backoff={max_backoff!r},
+                token={token!r},
                 on_connect=lambda assigned: emit("connected", name=assigned),
             )
         except ArenaError as exc:
