@@ -38,7 +38,9 @@ GAMES = [
 
 
 def program(log: Path, mode: str = "mix") -> BotProgram:
-    return BotProgram([sys.executable, str(BOT), str(log), mode], Framing.JSON, limits=Limits(run_as=None))
+    # the bot writes its log outside its private /tmp: a trusted local bot names that directory
+    limits = Limits(run_as=None, writable=(str(log.parent),))
+    return BotProgram([sys.executable, str(BOT), str(log), mode], Framing.JSON, limits=limits)
 
 
 async def play_stored(store: Store, game_name: str, params: dict[str, int], log: Path, seat: int) -> str:

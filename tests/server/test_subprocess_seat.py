@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import sys
 from datetime import timedelta
@@ -189,7 +190,8 @@ async def test_shell_command_lines_and_environment_are_scrubbed(tmp_path: Path) 
     os.chmod(tmp_path, 0o755)
     os.environ["ARENA_SECRET_FOR_TEST"] = "leak"
     try:
-        cmd = f"env >&2; exec {PYTHON} {PLAIN_PYTHON_BOT} 1"
+        shutil.copy(PLAIN_PYTHON_BOT, tmp_path / "bot.py")  # a bot reads only its own directory
+        cmd = f"env >&2; exec {PYTHON} bot.py 1"
         program = BotProgram(cmd, env={"BOT_OPTION": "x"}, limits=TEST_LIMITS, workdir=tmp_path)
         record, seat = await play_against_random(program)
     finally:

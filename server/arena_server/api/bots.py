@@ -24,6 +24,8 @@ _CODES = {
     "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
     "bad_upload": grpc.StatusCode.INVALID_ARGUMENT,
     "bad_params": grpc.StatusCode.INVALID_ARGUMENT,
+    "quota": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "unsandboxed": grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 _FRAMINGS = {

@@ -17,7 +17,9 @@ name into a :class:`~arena_server.seats.subprocess_seat.SubprocessSeat` (:meth:`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
 import secrets
 import shutil
@@ -36,13 +38,20 @@ from arena_server.seats.sandbox import Limits
 from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
 from arena_server.store.database import Store, hash_token
 
+MAX_VERSIONS_PER_BOT = 50
+"""Versions (accepted or rejected) one bot may have: one token holder's quota of submissions."""
+MAX_BYTES_PER_BOT = 200 << 20
+"""Disk space the unpacked versions of one bot may take together."""
+MAX_DATA_DIR_BYTES = 10 << 30
+"""Disk space all submitted bots may take together (bot names are free to register)."""
+
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 SELF_CHECK_CLOCK = TimeControl(timedelta(seconds=2), timedelta(seconds=2), timedelta(seconds=0.5))
 
 
 class RegistryError(Exception):
     """A refused request; ``code`` is one of ``bad_name``, ``taken``, ``unknown_bot``,
-    ``unauthenticated``, ``bad_upload``, ``bad_params``."""
+    ``unauthenticated``, ``bad_upload``, ``bad_params``, ``quota``, ``unsandboxed``."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -201,6 +210,9 @@ def check_games(games: Iterable[str]) -> tuple[str, ...]:
 class BotRegistry:
     """Registered bots over the store, plus the data directory of submitted programs.
 
+    Set :attr:`uploads_refused` to a reason to refuse every submission (``arena serve`` does
+    when this machine cannot confine a bot's filesystem and the operator did not allow it).
+
     Args:
         store: The open store.
         data_dir: Where submitted programs are unpacked (created on first use).
@@ -222,6 +234,7 @@ class BotRegistry:
         self.programs: dict[str, RegisteredProgram] = {}
         """Newest accepted version of every subprocess bot, by name."""
         self.startup_timeout = 10.0
+        self.uploads_refused: str | None = None
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -372,6 +385,8 @@ class BotRegistry:
             RegistryError: unknown name, wrong token, bad arguments, an unsafe upload.
         """
         await self.check_token(name, token)
+        if self.uploads_refused is not None:
+            raise RegistryError("unsandboxed", self.uploads_refused)
         if not command.strip():
             raise RegistryError("bad_params", 'the command is empty; give the command that runs the bot, e.g. "./bot"')
         wanted = check_games(games)
@@ -381,6 +396,7 @@ class BotRegistry:
         assert row is not None
         bot_id, registered = int(row[0]), tuple(json.loads(row[1]))
         wanted = wanted or registered
+        await self._check_version_quota(bot_id, name)
         version = await self._reserve_version(bot_id, command, framing, wanted)
         folder = self.data_dir / "bots" / name / f"v{version}"
         try:
@@ -390,6 +406,11 @@ class BotRegistry:
             for parent in (self.data_dir, self.data_dir / "bots", self.data_dir / "bots" / name):
                 parent.chmod(0o755)
             files = await asyncio.to_thread(unpack_upload, filename, content, folder)
+            await asyncio.to_thread(self._check_bytes_quota, name)
+        except RegistryError as exc:
+            await self._set_verdict(bot_id, version, "rejected", f"upload refused: {exc}", wanted, str(folder))
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         except (UploadError, OSError) as exc:
             await self._set_verdict(bot_id, version, "rejected", f"upload refused: {exc}", wanted, str(folder))
             shutil.rmtree(folder, ignore_errors=True)
@@ -413,6 +434,35 @@ class BotRegistry:
             if row is not None:
                 await self._set_kind(bot_id, "subprocess")
         return SubmissionResult(name, version, accepted, first_error, text, files)
+
+    async def _check_version_quota(self, bot_id: int, name: str) -> None:
+        async with self.store.conn.execute("SELECT COUNT(*) FROM bot_versions WHERE bot_id = ?", (bot_id,)) as cur:
+            row = await cur.fetchone()
+        count = int(row[0]) if row else 0
+        if count >= MAX_VERSIONS_PER_BOT:
+            raise RegistryError(
+                "quota",
+                f"{name!r} already has {count} versions, the limit per bot; "
+                "ask the server's operator to remove old versions",
+            )
+
+    def _check_bytes_quota(self, name: str) -> None:
+        """Raise RegistryError when ``name``'s stored versions, or all bots together, exceed their quota."""
+        used = _disk_usage(self.data_dir / "bots" / name)
+        if used > MAX_BYTES_PER_BOT:
+            raise RegistryError(
+                "quota",
+                f"{name!r} would take {used / (1 << 20):.1f} MiB with this version; the limit per bot is "
+                f"{MAX_BYTES_PER_BOT >> 20} MiB over all its versions: upload less or ask the operator to "
+                "remove old versions",
+            )
+        total = _disk_usage(self.data_dir / "bots")
+        if total > MAX_DATA_DIR_BYTES:
+            raise RegistryError(
+                "quota",
+                f"submitted bots would take {total / (1 << 20):.1f} MiB on this server with this version, over its "
+                f"limit of {MAX_DATA_DIR_BYTES >> 20} MiB for all bots; ask the operator to make room",
+            )
 
     async def _reserve_version(self, bot_id: int, command: str, framing: Framing, games: tuple[str, ...]) -> int:
         conn = self.store.conn
@@ -466,10 +516,18 @@ class BotRegistry:
         return SubprocessSeat(self.program_for(registered), SeatInfo(index, name, registered.version, "subprocess"))
 
 
+def _disk_usage(folder: Path) -> int:
+    """Bytes of the regular files under ``folder`` (links are not followed)."""
+    total = 0
+    for path, _dirs, files in os.walk(folder):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(path, f)).st_size
+    return total
+
+
 def unreadable_for(path: Path, limits: Limits) -> str | None:
     """Why bots (running as ``nobody`` when the server is root) could not reach ``path``, or None."""
-    import os
-
     from arena_server.seats.sandbox import RUN_AS_AUTO
 
     if os.geteuid() != 0 or limits.run_as is None or (limits.run_as != RUN_AS_AUTO and limits.run_as == "root"):
@@ -493,3 +551,39 @@ async def prepare_registry(registry: BotRegistry, data_dir: str | None) -> None:
     await registry.refresh()
     if registry.programs:
         print(f"arena: subprocess bots: {', '.join(sorted(registry.programs))}", flush=True)
+
+
+async def check_sandbox(registry: BotRegistry, allow_unsandboxed: bool) -> None:
+    """At start-up: say how bots are isolated; without a filesystem sandbox, refuse uploads unless allowed."""
+    import sys
+
+    from arena_server.seats.sandbox import probe_isolation, system_paths
+
+    isolation = await probe_isolation(registry.limits)
+    if isolation.filesystem_confined:
+        print(f"arena: bot sandbox: {isolation.filesystem} ({isolation.description})", file=sys.stderr, flush=True)
+        readable = [*system_paths(), *registry.limits.readable]
+        for what, path in (("database", str(registry.store.path)), ("data directory", str(registry.data_dir))):
+            real = os.path.realpath(path)
+            inside = [p for p in readable if real == os.path.realpath(p) or real.startswith(os.path.realpath(p) + "/")]
+            if inside:
+                print(
+                    f"arena: warning: the {what} {real} is under {inside[0]}, which every bot may read; move it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        return
+    print(
+        "arena: warning: this kernel offers neither Landlock nor user+mount namespaces: subprocess bots can read "
+        f"every file their user can, the database included ({isolation.description})",
+        file=sys.stderr,
+        flush=True,
+    )
+    if allow_unsandboxed:
+        print("arena: warning: accepting uploaded bots anyway (--allow-unsandboxed-uploads)", file=sys.stderr)
+        return
+    registry.uploads_refused = (
+        "this server cannot sandbox uploaded bots on its kernel (no Landlock, no user+mount namespaces), so it "
+        "refuses uploads; its operator can allow them with arena serve --allow-unsandboxed-uploads"
+    )
+    print("arena: uploads refused; pass --allow-unsandboxed-uploads to accept them anyway", file=sys.stderr)

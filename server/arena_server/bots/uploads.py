@@ -1,10 +1,14 @@
 """Unpacking a submitted bot safely: one file, or a zip / tar archive, into a fresh directory.
 
 Everything an upload can get wrong is an :class:`UploadError` whose message names the
-offending entry and says what is allowed. Nothing is written outside the destination:
-absolute paths, ``..`` components, links whose target leaves the archive, hard links,
-device files and FIFOs are refused before anything is extracted, and the declared and the
-actual sizes are both capped (a zip bomb stops at the limit). The files are made readable
+offending entry and says what is allowed; a corrupt archive (bad CRC, a header that lies
+about sizes, truncated data, an unsupported compression) is one too, never another
+exception. Nothing is written outside the destination: absolute paths, ``..`` components,
+links whose target leaves the archive, hard links, device files and FIFOs are refused
+before anything is extracted; every link is resolved for real once all entries are
+written (a chain of links that each look harmless on their own is caught), and the
+declared and the actual sizes are both capped while extracting (a zip bomb or a lying
+header stops at the limit). The files are made readable
 by every user (directories 755, files 644, or 755 when executable in the archive) because
 bots run as an unprivileged user when the server is root.
 """
@@ -17,6 +21,8 @@ import posixpath
 import stat
 import tarfile
 import zipfile
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -152,13 +158,28 @@ def unpack_upload(filename: str, content: bytes, dest: Path) -> list[str]:
         except zipfile.BadZipFile as exc:
             raise UploadError(f"the upload is not a valid zip archive ({exc})") from None
         with zipped:
-            return _write_entries(_zip_entries(zipped), dest)
+            return _corrupt_is_upload_error("zip", lambda: _write_entries(_zip_entries(zipped), dest))
     try:
         tarred = tarfile.TarFile.open(fileobj=io.BytesIO(content), mode="r:*")
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise UploadError(f"the upload is not a valid tar archive ({exc})") from None
     with tarred:
-        return _write_entries(_tar_entries(tarred), dest)
+        return _corrupt_is_upload_error("tar", lambda: _write_entries(_tar_entries(tarred), dest))
+
+
+_CORRUPT = (zipfile.BadZipFile, zlib.error, tarfile.TarError, EOFError, NotImplementedError, RuntimeError, ValueError)
+"""What the zip and tar readers raise on damaged or lying archives (and on encrypted zip entries)."""
+
+
+def _corrupt_is_upload_error(kind: str, unpack: Callable[[], list[str]]) -> list[str]:
+    try:
+        return unpack()
+    except UploadError:
+        raise
+    except _CORRUPT as exc:
+        raise UploadError(
+            f"the {kind} archive is damaged or its headers are wrong ({exc}); build it again with a standard tool"
+        ) from None
 
 
 def _write_entries(entries: list[_Entry], dest: Path) -> list[str]:
@@ -193,14 +214,24 @@ def _write_entries(entries: list[_Entry], dest: Path) -> list[str]:
             written.append(entry.path)
             continue
         assert callable(entry.opener)
+        written_here = 0
         with entry.opener() as source, open(target, "xb") as sink:
             while chunk := source.read(1 << 16):
                 total += len(chunk)
+                written_here += len(chunk)
                 if total > MAX_UNPACKED_BYTES:
                     raise UploadError(f"the archive unpacks to more than {MAX_UNPACKED_BYTES >> 20} MiB")
+                if written_here > entry.size:
+                    raise UploadError(
+                        f"the entry {entry.path!r} holds more than the {entry.size} bytes its header declares; "
+                        "the archive is damaged or forged"
+                    )
                 sink.write(chunk)
         target.chmod(0o755 if entry.executable else 0o644)
         written.append(entry.path)
+    for entry in entries:
+        if entry.kind == "symlink":
+            _check_resolved_link(root, entry)
     for folder, dirs, _files in os.walk(root):
         for d in dirs:
             path = Path(folder) / d
@@ -208,6 +239,16 @@ def _write_entries(entries: list[_Entry], dest: Path) -> list[str]:
                 path.chmod(0o755)
     root.chmod(0o755)
     return written
+
+
+def _check_resolved_link(root: Path, entry: _Entry) -> None:
+    """Refuse a link that leaves the upload once every link on its way is followed for real."""
+    resolved = os.path.realpath(root / entry.path)
+    if resolved != str(root) and not resolved.startswith(str(root) + os.sep):
+        raise UploadError(
+            f"the link {entry.path!r} (to {entry.link!r}) leads outside the upload once the links it goes "
+            "through are followed; links must stay inside the upload"
+        )
 
 
 def _check_parents(root: Path, target: Path, name: str) -> None:

@@ -20,7 +20,7 @@ import time
 
 from arena_bots import hosted_bots
 from arena_server.api.server import build_server
-from arena_server.bots.registry import prepare_registry
+from arena_server.bots.registry import check_sandbox, prepare_registry
 from arena_server.cli import CliError
 from arena_server.cli.common import add_time_control_arguments, open_database, time_control_from_args
 from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="where submitted bots are stored (default: arena-data/ next to the database)",
     )  # issue 4
     p.add_argument(
+        "--allow-unsandboxed-uploads",
+        action="store_true",
+        help="accept submitted bots even where this kernel cannot confine their filesystem (see README)",
+    )  # issue 12
+    p.add_argument(
         "--shutdown-grace",
         type=float,
         default=10.0,
@@ -62,7 +67,14 @@ def run(args: argparse.Namespace) -> int:
     tc = time_control_from_args(args)
     return asyncio.run(
         _serve(
-            args.host, args.port, args.db, tc, ladder_config(args), data_dir=args.data_dir, grace=args.shutdown_grace
+            args.host,
+            args.port,
+            args.db,
+            tc,
+            ladder_config(args),
+            data_dir=args.data_dir,
+            allow_unsandboxed=args.allow_unsandboxed_uploads,
+            grace=args.shutdown_grace,
         )
     )
 
@@ -74,12 +86,14 @@ async def _serve(
     tc: object,
     ladder_cfg: LadderConfig | None = None,
     data_dir: str | None = None,
+    allow_unsandboxed: bool = False,
     grace: float = 10.0,
 ) -> int:
     store = await open_database(db)
     hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
     if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
         await prepare_registry(hub.registry, data_dir)
+        await check_sandbox(hub.registry, allow_unsandboxed)  # issue 12
     try:
         server, bound = await build_server(hub, host, port)
     except OSError as exc:

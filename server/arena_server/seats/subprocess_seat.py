@@ -345,14 +345,16 @@ class SubprocessSeat(Seat):
         isolation = await probe_isolation(limits)
         if limits.require_isolation and not isolation.network_isolated and not limits.network:
             raise RuntimeError(f"network isolation is required but not available here ({isolation.description})")
-        if self._scratch is None:
-            self._scratch = tempfile.mkdtemp(prefix="arena-bot-")
-        scratch = self._scratch
-        if isolation.owner is not None:
-            os.chown(scratch, *isolation.owner)
-        cwd = str(program.workdir) if program.workdir is not None else scratch
-        env = bot_environment(scratch, program.env)
-        return build_launch(program.argv(), cwd, env, limits, isolation)
+        workdir = str(program.workdir) if program.workdir is not None else None
+        scratch = None
+        if isolation.filesystem != "newroot":  # otherwise the bot's /tmp is a tmpfs that dies with it
+            if self._scratch is None:
+                self._scratch = tempfile.mkdtemp(prefix="arena-bot-")
+            scratch = self._scratch
+            if isolation.owner is not None:
+                os.chown(scratch, *isolation.owner)
+        env = bot_environment(scratch or "/tmp", program.env)
+        return build_launch(program.argv(), workdir, env, limits, isolation, workdir=workdir, scratch=scratch)
 
     async def _spawn(self) -> Answer | None:
         program = self.program
