@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from arena_client import Termination
-from arena_server.referee.loop import MatchRecord
+from arena_server.referee.records import MatchRecord
 from arena_server.seats.framing import Framing
 from arena_server.seats.sandbox import (
     DEFAULT_PATH,

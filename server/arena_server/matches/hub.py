@@ -209,7 +209,7 @@ class Hub:
                 --seed``), not from the server. Such a match is never rated,
                 and the record says so. (Remote callers are also kept from
                 choosing the seed of a match with a hosted bot: see
-                :func:`arena_server.api.server.check_chosen_seed`.)
+                :func:`arena_server.api.authority.check_chosen_seed`.)
 
         Raises:
             HubError: unknown bot, a bot that does not play the game, wrong
