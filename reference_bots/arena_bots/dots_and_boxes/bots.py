@@ -24,7 +24,7 @@ hosted :class:`PolicyBot` and by the experiments' fast game loop.
 * ``solver``: exact play on every board with at most 24 edges (all boards up
   to 3x3) from a retrograde table cached on disk; on larger boards ``chains``
   until at most 18 edges are left, then exact play on the remaining edges.
-* ``mcts``: UCT (c = 0.7) with capturing-random rollouts, up to 4000
+* ``mcts``: UCT (c = 0.7) with rollouts that take open boxes, else play a random safe edge, else a random edge, up to 4000
   iterations or 0.3 s a move, for any board.
 """
 

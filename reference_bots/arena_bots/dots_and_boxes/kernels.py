@@ -271,6 +271,15 @@ def _is_safe(sides: np.ndarray, edge_boxes: np.ndarray, e: int) -> bool:
 
 
 @njit(cache=True)
+def _closes(sides: np.ndarray, edge_boxes: np.ndarray, e: int) -> bool:
+    for j in range(2):
+        b = edge_boxes[e, j]
+        if b >= 0 and sides[b] == 3:
+            return True
+    return False
+
+
+@njit(cache=True)
 def count_safe(edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray) -> int:
     n = 0
     for e in range(edges.shape[0]):
@@ -340,33 +349,96 @@ def double_deal_edge(
     return -1
 
 
+MEMO_BITS = 15
+
+
 @njit(cache=True)
-def _safe_game(
-    edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, memo: dict, depth: int
+def _memo_get(keys: np.ndarray, vals: np.ndarray, key: np.int64) -> int:
+    mask = keys.shape[0] - 1
+    h = (key * np.int64(0x9E3779B97F4A7C15)) >> np.int64(40)
+    for probe in range(32):
+        i = (h + probe) & mask
+        if keys[i] == key:
+            return int(vals[i])
+        if keys[i] == -1:
+            return -9
+    return -9
+
+
+@njit(cache=True)
+def _memo_put(keys: np.ndarray, vals: np.ndarray, key: np.int64, v: int) -> None:
+    mask = keys.shape[0] - 1
+    h = (key * np.int64(0x9E3779B97F4A7C15)) >> np.int64(40)
+    for probe in range(32):
+        i = (h + probe) & mask
+        if keys[i] == -1 or keys[i] == key:
+            keys[i] = key
+            vals[i] = v
+            return
+
+
+@njit(cache=True)
+def safe_game_value(
+    edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, keys: np.ndarray,
+    vals: np.ndarray,
 ) -> int:
-    """+1 if the mover can make the opponent be the first without a safe move (in front of a long chain)."""
+    """The game of safe moves, searched to the end (iterative negamax, memo in keys/vals).
+
+    +1 if the player to move can make the opponent the first player without a
+    safe move while a chain of 3+ boxes is on the board (the long-chain rule),
+    -1 if the opponent can do that to the mover, 0 if no long chain remains.
+    The position is restored on return.
+    """
+    E = edges.shape[0]
+    played = np.empty(E + 1, np.int64)
+    nxt = np.zeros(E + 1, np.int64)
+    best = np.empty(E + 1, np.int64)
+    anysafe = np.zeros(E + 1, np.bool_)
     key = np.int64(0)
-    for e in range(edges.shape[0]):
+    for e in range(E):
         if edges[e] != 0:
             key |= np.int64(1) << np.int64(e)
-    if key in memo:
-        return memo[key]
-    best = -2
-    any_safe = False
-    for e in range(edges.shape[0]):
-        if edges[e] == 0 and _is_safe(sides, edge_boxes, e):
-            any_safe = True
-            apply_edge(edges, sides, edge_boxes, e)
-            v = -_safe_game(edges, sides, edge_boxes, box_edges, memo, depth + 1)
-            undo_edge(edges, sides, edge_boxes, e)
-            if v > best:
-                best = v
-                if best == 1:
+    d = 0
+    nxt[0] = 0
+    best[0] = -2
+    anysafe[0] = False
+    while True:
+        found = -1
+        if best[d] < 1:
+            for e in range(nxt[d], E):
+                if edges[e] == 0 and _is_safe(sides, edge_boxes, e):
+                    found = e
                     break
-    if not any_safe:
-        best = -1 if largest_sacrifice(edges, sides, edge_boxes, box_edges) >= 3 else 0
-    memo[key] = best
-    return best
+        if found >= 0:
+            nxt[d] = found + 1
+            anysafe[d] = True
+            child_key = key | (np.int64(1) << np.int64(found))
+            hit = _memo_get(keys, vals, child_key)
+            if hit != -9:
+                if -hit > best[d]:
+                    best[d] = -hit
+                continue
+            apply_edge(edges, sides, edge_boxes, found)
+            key = child_key
+            d += 1
+            played[d] = found
+            nxt[d] = 0
+            best[d] = -2
+            anysafe[d] = False
+            continue
+        if anysafe[d]:
+            value = best[d]
+        else:
+            value = -1 if largest_sacrifice(edges, sides, edge_boxes, box_edges) >= 3 else 0
+        _memo_put(keys, vals, key, value)
+        if d == 0:
+            return int(value)
+        e = played[d]
+        undo_edge(edges, sides, edge_boxes, e)
+        key &= ~(np.int64(1) << np.int64(e))
+        d -= 1
+        if -value > best[d]:
+            best[d] = -value
 
 
 @njit(cache=True)
@@ -405,14 +477,14 @@ def chains_move(
     n_safe = count_safe(edges, sides, edge_boxes)
     if n_safe > 0:
         if n_safe <= parity_limit and E <= 63:
-            memo = dict()
-            memo[np.int64(-1)] = 0
+            keys = np.full(1 << MEMO_BITS, -1, np.int64)
+            vals = np.zeros(1 << MEMO_BITS, np.int8)
             cand = np.empty(E, np.int64)
             nc = 0
             for e in range(E):
                 if edges[e] == 0 and _is_safe(sides, edge_boxes, e):
                     apply_edge(edges, sides, edge_boxes, e)
-                    v = -_safe_game(edges, sides, edge_boxes, box_edges, memo, 0)
+                    v = -safe_game_value(edges, sides, edge_boxes, box_edges, keys, vals)
                     undo_edge(edges, sides, edge_boxes, e)
                     if v == 1:
                         cand[nc] = e
@@ -517,13 +589,32 @@ def table_move(
 
 
 @njit(cache=True)
+def rollout_move(edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray,
+                 rng: np.ndarray, stream: int) -> int:
+    """The MCTS playout policy: take a box if one is open, else a random safe edge, else a random edge."""
+    for b in range(sides.shape[0]):
+        if sides[b] == 3:
+            return missing_edge(edges, box_edges, b)
+    n = count_safe(edges, sides, edge_boxes)
+    if n == 0:
+        return random_free_edge(edges, rng, stream)
+    k = rand_below(rng, stream, n)
+    for e in range(edges.shape[0]):
+        if edges[e] == 0 and _is_safe(sides, edge_boxes, e):
+            if k == 0:
+                return e
+            k -= 1
+    return -1
+
+
+@njit(cache=True)
 def _rollout(
     edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, player: int,
     score: np.ndarray, rng: np.ndarray, stream: int,
 ) -> None:
-    """Finish the game with capturing-random moves (take a box if one is open, else a random edge)."""
+    """Finish the game with :func:`rollout_move` for both players."""
     while True:
-        e = greedy_move(edges, sides, box_edges, rng, stream)
+        e = rollout_move(edges, sides, edge_boxes, box_edges, rng, stream)
         if e < 0:
             return
         c = apply_edge(edges, sides, edge_boxes, e)
@@ -541,9 +632,14 @@ def mcts_search(
 ) -> int:
     """Run UCT iterations on the tree in (child, visits, wins, mover); returns the new node count.
 
-    Node 0 is the root (the current position, player 0 = the bot). ``child[n, e]``
+    Node 0 is the root (the current position, player 0 = the bot). While a
+    safe edge exists the tree only considers safe and box-closing edges (early
+    sacrifices are almost never right and the pruning makes the search
+    useful at 60 edges); in the endgame every edge is a candidate. ``child[n, e]``
     is the node reached by edge e (-1 unexpanded); ``wins[n]`` counts results
-    (1 win, 0.5 draw) for ``mover[n]``, the player who drew the edge into n.
+    for ``mover[n]``, the player who drew the edge into n: each playout adds
+    0.5 + 0.5 * (its box margin) / boxes, in [0, 1] (the margin, not just the
+    result, so a box more or less always shows).
     """
     E = edges0.shape[0]
     max_nodes = child.shape[0]
@@ -551,6 +647,8 @@ def mcts_search(
     sides = np.empty_like(sides0)
     path = np.empty(E + 1, np.int64)
     score = np.zeros(2, np.int64)
+    nb = sides0.shape[0]
+    allowed = np.zeros(E, np.bool_)
     for _ in range(iterations):
         edges[:] = edges0
         sides[:] = sides0
@@ -561,21 +659,25 @@ def mcts_search(
         depth = 0
         path[0] = 0
         while True:
-            # untried edges of this node?
-            n_untried = 0
+            # the node's candidate edges: while a safe edge exists, only safe or box-closing edges
             n_free = 0
+            prune = count_safe(edges, sides, edge_boxes) > 0
             for e in range(E):
+                allowed[e] = False
                 if edges[e] == 0:
                     n_free += 1
-                    if child[node, e] < 0:
-                        n_untried += 1
+                    allowed[e] = not prune or _is_safe(sides, edge_boxes, e) or _closes(sides, edge_boxes, e)
+            n_untried = 0
+            for e in range(E):
+                if allowed[e] and child[node, e] < 0:
+                    n_untried += 1
             if n_free == 0:
                 break
             if n_untried > 0 and n_nodes < max_nodes:
                 k = rand_below(rng, stream, n_untried)
                 pick = -1
                 for e in range(E):
-                    if edges[e] == 0 and child[node, e] < 0:
+                    if allowed[e] and child[node, e] < 0:
                         if k == 0:
                             pick = e
                             break
@@ -601,7 +703,7 @@ def mcts_search(
             pick = -1
             log_n = np.log(visits[node] + 1.0)
             for e in range(E):
-                if edges[e] != 0:
+                if not allowed[e]:
                     continue
                 ch = child[node, e]
                 if ch < 0:
@@ -626,12 +728,7 @@ def mcts_search(
             n = path[d]
             visits[n] += 1
             who = mover[n]
-            mine = score[who]
-            theirs = score[1 - who]
-            if mine > theirs:
-                wins[n] += 1.0
-            elif mine == theirs:
-                wins[n] += 0.5
+            wins[n] += 0.5 + 0.5 * (score[who] - score[1 - who]) / nb
     return n_nodes
 
 
