@@ -30,6 +30,7 @@ hosted :class:`PolicyBot` and by the experiments' fast game loop.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Protocol
 
@@ -161,6 +162,7 @@ class PolicyBot(Bot):
     def __init__(self, policy: Policy, name: str) -> None:
         self.policy = policy
         self.name = name
+        _warm_in_background()
 
     def act(self, turn: Turn) -> int:
         pos = position_of(turn)
@@ -171,6 +173,27 @@ class PolicyBot(Bot):
 
 
 _SHIPPED_CACHE: dict[str, Genome] = {}
+_WARM = threading.Event()
+
+
+def warm_up() -> None:
+    """Load every kernel once on a small board (numba's cached machine code takes seconds to load)."""
+    geo = geometry(2, 3)
+    for policy in (GreedyPolicy(0), ChainsPolicy(0), MctsPolicy(0, iterations=50), NeuroPolicy(shipped_genome("features"))):
+        pos = Position(geo)
+        while not pos.over:
+            pos.play(policy.choose(pos))
+    geo = geometry(4, 4)
+    for drawn in (10, 23):  # chains, then the endgame retrograde
+        pos = Position.from_edges(geo, [e < drawn for e in range(geo.num_edges)])
+        solver_move(geo, pos.edges, pos.sides, np.array([seed_state(0)], dtype=np.uint64))
+
+
+def _warm_in_background() -> None:
+    """Start :func:`warm_up` once per process in a daemon thread (the first hosted bot triggers it)."""
+    if not _WARM.is_set():
+        _WARM.set()
+        threading.Thread(target=warm_up, name="dots-and-boxes-warm-up", daemon=True).start()
 
 
 def shipped_genome(representation: str) -> Genome:
