@@ -59,8 +59,10 @@ def main() -> int:
         K.round_robin(0, sizes, pop, geo.num_edges, geo.num_boxes, geo.edge_boxes, geo.box_edges, rng)
     dt = time.perf_counter() - t
     rate = rounds * 90 / dt
-    print(f"training throughput 3x3 (thesis network 48-10-1): {rate:,.0f} games/s; "
-          f"thesis-length run (90,000 games + tests) estimated {90_000 / rate:.0f} s")
+    print(
+        f"training throughput 3x3 (thesis network 48-10-1): {rate:,.0f} games/s; "
+        f"thesis-length run (90,000 games + tests) estimated {90_000 / rate:.0f} s"
+    )
     if args.full:
         t = time.perf_counter()
         res = ev.train(replace(ev.TrainConfig(), seed=2023))
@@ -85,8 +87,10 @@ def main() -> int:
         t = time.perf_counter()
         w, d, lo = duel(lambda s, n=name: make_policy(n, s), GreedyPolicy, args.games, 5, 5, 77)
         a, b = wilson(w, args.games)
-        print(f"{name} vs greedy 5x5: {w}-{d}-{lo} = {100 * w / args.games:.1f}% wins "
-              f"[95% {100 * a:.1f}-{100 * b:.1f}] ({time.perf_counter() - t:.0f} s)")
+        print(
+            f"{name} vs greedy 5x5: {w}-{d}-{lo} = {100 * w / args.games:.1f}% wins "
+            f"[95% {100 * a:.1f}-{100 * b:.1f}] ({time.perf_counter() - t:.0f} s)"
+        )
 
     # move times
     for rows, cols in ((3, 3), (5, 5)):
@@ -106,8 +110,10 @@ def main() -> int:
                     else:
                         edge = policies[1].choose(pos)
                     pos.play(edge)
-            print(f"move time {rows}x{cols} {name:<15} mean {1000 * np.mean(times):7.2f} ms  "
-                  f"max {1000 * max(times):7.1f} ms  ({len(times)} moves)")
+            print(
+                f"move time {rows}x{cols} {name:<15} mean {1000 * np.mean(times):7.2f} ms  "
+                f"max {1000 * max(times):7.1f} ms  ({len(times)} moves)"
+            )
     return 0
 
 

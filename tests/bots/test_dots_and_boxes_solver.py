@@ -1,4 +1,4 @@
-"""The dots and boxes ``solver``: exact values against independent exhaustive search, never a losing move, disk cache."""
+"""The dots and boxes ``solver``: exact values against exhaustive search, never a losing move, the disk cache."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _exhaustive(rows: int, cols: int) -> dict[int, int]:
     box_masks = [sum(1 << e for e in box) for box in game.box_edges]
     edge_boxes = [[box_masks[b] for b in boxes] for boxes in game.edge_boxes]
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def value(mask: int) -> int:
         best = None
         for e in range(n):

@@ -274,8 +274,9 @@ def train(
             if gen > 0:
                 assert fitness is not None
                 pop = next_generation(cfg, pop, fitness, rng)
-            fitness = K.round_robin(rep_code, sizes, pop, geo.num_edges, geo.num_boxes, geo.edge_boxes,
-                                    geo.box_edges, krng)
+            fitness = K.round_robin(
+                rep_code, sizes, pop, geo.num_edges, geo.num_boxes, geo.edge_boxes, geo.box_edges, krng
+            )
             result.games += games_per_rr
             norm = fitness / (4.0 * (n - 1))
             row: dict[str, Any] = {
@@ -292,8 +293,18 @@ def train(
             }
             if cfg.tested(gen):
                 best = pop[int(np.argmax(fitness))]
-                wdl = K.match_vs(rep_code, sizes, best, K.KIND_GREEDY, cfg.test_games, geo.num_edges,
-                                 geo.num_boxes, geo.edge_boxes, geo.box_edges, trng)
+                wdl = K.match_vs(
+                    rep_code,
+                    sizes,
+                    best,
+                    K.KIND_GREEDY,
+                    cfg.test_games,
+                    geo.num_edges,
+                    geo.num_boxes,
+                    geo.edge_boxes,
+                    geo.box_edges,
+                    trng,
+                )
                 row["test_wins"], row["test_draws"], row["test_losses"] = (int(x) for x in wdl)
                 if gen == gens:
                     result.finals.append((best.copy(), float(wdl[0]) / cfg.test_games))
@@ -320,8 +331,9 @@ def train(
                     _checkpoint_save(ckpt, cfg, state, pop, fitness)
             if progress is not None:
                 rate = result.games / max(result.seconds, 1e-9)
-                progress.update(rep * (gens + 1) + gen + 1, f"rep {rep + 1}/{cfg.repetitions} gen {gen}/{gens} "
-                                f"{rate:,.0f} games/s")
+                progress.update(
+                    rep * (gens + 1) + gen + 1, f"rep {rep + 1}/{cfg.repetitions} gen {gen}/{gens} {rate:,.0f} games/s"
+                )
         pop = None
     if out_dir is not None:
         write_csv(result.rows, out_dir / "generations.csv")

@@ -109,12 +109,17 @@ MOVE_FEATURES = 5
 def _sigmoid(x: float) -> float:
     if x < -40.0:
         return 0.0
-    return 1.0 / (1.0 + np.exp(-x))
+    return float(1.0 / (1.0 + np.exp(-x)))
 
 
 @njit(cache=True)
 def given_after(
-    edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, e: int, scratch_e: np.ndarray,
+    edges: np.ndarray,
+    sides: np.ndarray,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    e: int,
+    scratch_e: np.ndarray,
     scratch_s: np.ndarray,
 ) -> int:
     """Boxes the opponent can then take in a row if the mover draws ``e`` and it closes nothing."""
@@ -125,16 +130,14 @@ def given_after(
 
 
 @njit(cache=True)
-def shared_inputs(
-    rep: int, edges: np.ndarray, sides: np.ndarray, margin: int, out: np.ndarray
-) -> int:
+def shared_inputs(rep: int, edges: np.ndarray, sides: np.ndarray, margin: int, out: np.ndarray) -> int:
     """Fill the move-independent inputs; returns their count."""
     E = edges.shape[0]
     B = sides.shape[0]
     if rep == REP_THESIS:
         for e in range(E):
             out[e] = edges[e]
-        return E
+        return int(E)
     drawn = 0
     for e in range(E):
         drawn += edges[e]
@@ -155,8 +158,15 @@ def shared_inputs(
 
 @njit(cache=True)
 def move_inputs(
-    rep: int, edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, e: int,
-    out: np.ndarray, scratch_e: np.ndarray, scratch_s: np.ndarray,
+    rep: int,
+    edges: np.ndarray,
+    sides: np.ndarray,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    e: int,
+    out: np.ndarray,
+    scratch_e: np.ndarray,
+    scratch_s: np.ndarray,
 ) -> int:
     """Fill the inputs describing candidate edge ``e``; returns their count."""
     E = edges.shape[0]
@@ -165,7 +175,7 @@ def move_inputs(
         for k in range(E):
             out[k] = 0.0
         out[e] = 1.0
-        return E
+        return int(E)
     closes = 0
     thirds = 0
     border = 1.0
@@ -191,8 +201,16 @@ def move_inputs(
 
 @njit(cache=True)
 def net_move(
-    rep: int, sizes: np.ndarray, weights: np.ndarray, edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray,
-    box_edges: np.ndarray, margin: int, rng: np.ndarray, stream: int,
+    rep: int,
+    sizes: np.ndarray,
+    weights: np.ndarray,
+    edges: np.ndarray,
+    sides: np.ndarray,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    margin: int,
+    rng: np.ndarray,
+    stream: int,
 ) -> int:
     """The thesis's individual: score every legal edge with the network, play the best (random ties).
 
@@ -319,9 +337,7 @@ def _other_missing(edges: np.ndarray, box_edges: np.ndarray, b: int, e: int) -> 
 
 
 @njit(cache=True)
-def double_deal_edge(
-    edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray
-) -> int:
+def double_deal_edge(edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray) -> int:
     """The move declining the last two boxes of a chain (or four of a loop), or -1 if there is none.
 
     Chain: a three-sided box b whose missing edge leads to a two-sided box c;
@@ -379,7 +395,11 @@ def _memo_put(keys: np.ndarray, vals: np.ndarray, key: np.int64, v: int) -> None
 
 @njit(cache=True)
 def safe_game_value(
-    edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, keys: np.ndarray,
+    edges: np.ndarray,
+    sides: np.ndarray,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    keys: np.ndarray,
     vals: np.ndarray,
 ) -> int:
     """The game of safe moves, searched to the end (iterative negamax, memo in keys/vals).
@@ -426,9 +446,8 @@ def safe_game_value(
             best[d] = -2
             anysafe[d] = False
             continue
-        if anysafe[d]:
-            value = best[d]
-        else:
+        value = best[d]
+        if not anysafe[d]:
             value = -1 if largest_sacrifice(edges, sides, edge_boxes, box_edges) >= 3 else 0
         _memo_put(keys, vals, key, value)
         if d == 0:
@@ -443,7 +462,12 @@ def safe_game_value(
 
 @njit(cache=True)
 def chains_move(
-    edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, rng: np.ndarray, stream: int,
+    edges: np.ndarray,
+    sides: np.ndarray,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    rng: np.ndarray,
+    stream: int,
     parity_limit: int,
 ) -> int:
     """The chain-aware heuristic (see :mod:`arena_bots.dots_and_boxes.bots`)."""
@@ -551,8 +575,13 @@ def retrograde(k: int, free: np.ndarray, local_box_masks: np.ndarray, edge_local
 
 @njit(cache=True)
 def table_move(
-    value: np.ndarray, edges: np.ndarray, sides: np.ndarray, free: np.ndarray, edge_boxes: np.ndarray,
-    rng: np.ndarray, stream: int,
+    value: np.ndarray,
+    edges: np.ndarray,
+    sides: np.ndarray,
+    free: np.ndarray,
+    edge_boxes: np.ndarray,
+    rng: np.ndarray,
+    stream: int,
 ) -> int:
     """The best edge by a retrograde table over ``free`` (random among equally good edges)."""
     k = free.shape[0]
@@ -589,8 +618,9 @@ def table_move(
 
 
 @njit(cache=True)
-def rollout_move(edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray,
-                 rng: np.ndarray, stream: int) -> int:
+def rollout_move(
+    edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, rng: np.ndarray, stream: int
+) -> int:
     """The MCTS playout policy: take a box if one is open, else a random safe edge, else a random edge."""
     for b in range(sides.shape[0]):
         if sides[b] == 3:
@@ -609,8 +639,14 @@ def rollout_move(edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, b
 
 @njit(cache=True)
 def _rollout(
-    edges: np.ndarray, sides: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, player: int,
-    score: np.ndarray, rng: np.ndarray, stream: int,
+    edges: np.ndarray,
+    sides: np.ndarray,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    player: int,
+    score: np.ndarray,
+    rng: np.ndarray,
+    stream: int,
 ) -> None:
     """Finish the game with :func:`rollout_move` for both players."""
     while True:
@@ -626,9 +662,19 @@ def _rollout(
 
 @njit(cache=True)
 def mcts_search(
-    edges0: np.ndarray, sides0: np.ndarray, edge_boxes: np.ndarray, box_edges: np.ndarray, iterations: int,
-    child: np.ndarray, visits: np.ndarray, wins: np.ndarray, mover: np.ndarray, n_nodes: int, c_uct: float,
-    rng: np.ndarray, stream: int,
+    edges0: np.ndarray,
+    sides0: np.ndarray,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    iterations: int,
+    child: np.ndarray,
+    visits: np.ndarray,
+    wins: np.ndarray,
+    mover: np.ndarray,
+    n_nodes: int,
+    c_uct: float,
+    rng: np.ndarray,
+    stream: int,
 ) -> int:
     """Run UCT iterations on the tree in (child, visits, wins, mover); returns the new node count.
 
@@ -742,8 +788,17 @@ KIND_CHAINS = 3
 
 @njit(cache=True)
 def kernel_move(
-    kind: int, rep: int, sizes: np.ndarray, weights: np.ndarray, edges: np.ndarray, sides: np.ndarray,
-    edge_boxes: np.ndarray, box_edges: np.ndarray, margin: int, rng: np.ndarray, stream: int,
+    kind: int,
+    rep: int,
+    sizes: np.ndarray,
+    weights: np.ndarray,
+    edges: np.ndarray,
+    sides: np.ndarray,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    margin: int,
+    rng: np.ndarray,
+    stream: int,
 ) -> int:
     if kind == KIND_GREEDY:
         return greedy_move(edges, sides, box_edges, rng, stream)
@@ -756,8 +811,16 @@ def kernel_move(
 
 @njit(cache=True)
 def play_game(
-    kinds: np.ndarray, reps: np.ndarray, sizes: np.ndarray, w0: np.ndarray, w1: np.ndarray, n_edges: int,
-    n_boxes: int, edge_boxes: np.ndarray, box_edges: np.ndarray, rng: np.ndarray,
+    kinds: np.ndarray,
+    reps: np.ndarray,
+    sizes: np.ndarray,
+    w0: np.ndarray,
+    w1: np.ndarray,
+    n_edges: int,
+    n_boxes: int,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    rng: np.ndarray,
 ) -> int:
     """Play one game between two kernel players (seat 0 moves first); returns seat 0's box margin."""
     edges = np.zeros(n_edges, np.uint8)
@@ -767,8 +830,17 @@ def play_game(
     for _ in range(n_edges):
         w = w0 if player == 0 else w1
         e = kernel_move(
-            kinds[player], reps[player], sizes, w, edges, sides, edge_boxes, box_edges,
-            score[player] - score[1 - player], rng, 0,
+            kinds[player],
+            reps[player],
+            sizes,
+            w,
+            edges,
+            sides,
+            edge_boxes,
+            box_edges,
+            score[player] - score[1 - player],
+            rng,
+            0,
         )
         c = apply_edge(edges, sides, edge_boxes, e)
         if c:
@@ -780,8 +852,14 @@ def play_game(
 
 @njit(cache=True)
 def round_robin(
-    rep: int, sizes: np.ndarray, population: np.ndarray, n_edges: int, n_boxes: int, edge_boxes: np.ndarray,
-    box_edges: np.ndarray, rng: np.ndarray,
+    rep: int,
+    sizes: np.ndarray,
+    population: np.ndarray,
+    n_edges: int,
+    n_boxes: int,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    rng: np.ndarray,
 ) -> np.ndarray:
     """The thesis's fitness (spec 5.2): every pair plays twice, each starting once; 2/1/0 points a game."""
     n = population.shape[0]
@@ -792,8 +870,9 @@ def round_robin(
         for j in range(i + 1, n):
             for first in range(2):
                 a, b = (i, j) if first == 0 else (j, i)
-                m = play_game(kinds, reps, sizes, population[a], population[b], n_edges, n_boxes, edge_boxes,
-                              box_edges, rng)
+                m = play_game(
+                    kinds, reps, sizes, population[a], population[b], n_edges, n_boxes, edge_boxes, box_edges, rng
+                )
                 if m > 0:
                     fitness[a] += 2
                 elif m < 0:
@@ -806,8 +885,16 @@ def round_robin(
 
 @njit(cache=True)
 def match_vs(
-    rep: int, sizes: np.ndarray, weights: np.ndarray, opp_kind: int, games: int, n_edges: int, n_boxes: int,
-    edge_boxes: np.ndarray, box_edges: np.ndarray, rng: np.ndarray,
+    rep: int,
+    sizes: np.ndarray,
+    weights: np.ndarray,
+    opp_kind: int,
+    games: int,
+    n_edges: int,
+    n_boxes: int,
+    edge_boxes: np.ndarray,
+    box_edges: np.ndarray,
+    rng: np.ndarray,
 ) -> np.ndarray:
     """``games`` games of a network against a kernel opponent, alternating the first move; returns W, D, L."""
     out = np.zeros(3, np.int64)

@@ -135,7 +135,7 @@ def load_genome(path: str | Path) -> Genome:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise GenomeError(f"genome file {path} is not readable JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise GenomeError(f"{path} is not a dots and boxes genome (expected \"format\": \"{FORMAT}\")")
+        raise GenomeError(f'{path} is not a dots and boxes genome (expected "format": "{FORMAT}")')
     try:
         return Genome(
             str(data["representation"]),

@@ -96,7 +96,12 @@ def forget_tables() -> None:
 
 
 def solver_move(
-    geo: Geometry, edges: np.ndarray, sides: np.ndarray, rng: np.ndarray, *, endgame_edges: int = 18,
+    geo: Geometry,
+    edges: np.ndarray,
+    sides: np.ndarray,
+    rng: np.ndarray,
+    *,
+    endgame_edges: int = 18,
     parity_limit: int = 12,
 ) -> int:
     """The solver's move: exact by table when feasible, else ``chains`` until the endgame is small."""

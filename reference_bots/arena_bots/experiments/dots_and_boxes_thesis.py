@@ -44,6 +44,7 @@ from arena_bots.dots_and_boxes.bots import (
     RandomPolicy,
     SolverPolicy,
 )
+from arena_bots.dots_and_boxes.neuro import Genome
 
 BOTS = ("random", "greedy", "neuro", "neuro-features", "chains", "solver", "mcts")
 
@@ -83,8 +84,9 @@ def play(policies: tuple[Policy, Policy], rows: int, cols: int) -> int:
     return pos.score[0] - pos.score[1]
 
 
-def duel(make_a: Callable[[int], Policy], make_b: Callable[[int], Policy], games: int, rows: int, cols: int,
-         seed: int) -> tuple[int, int, int]:
+def duel(
+    make_a: Callable[[int], Policy], make_b: Callable[[int], Policy], games: int, rows: int, cols: int, seed: int
+) -> tuple[int, int, int]:
     """``games`` games with alternating first move; (wins, draws, losses) of A."""
     a, b = make_a(seed), make_b(seed + 1)
     w = d = lo = 0
@@ -246,8 +248,16 @@ def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
     vs_rows = []
     for label, genome in (("thesis (board + one-hot move)", g_thesis), ("features (score + chains)", g_feat)):
         cells = [label]
-        for opp, make in (("greedy", GreedyPolicy), ("chains", ChainsPolicy)):
-            w, d, lo = duel(lambda s, g=genome: NeuroPolicy(g, s), make, plan.vs_games, 3, 3, seed + 17)
+        opponents: tuple[tuple[str, Callable[[int], Policy]], ...] = (
+            ("greedy", GreedyPolicy),
+            ("chains", ChainsPolicy),
+        )
+        for opp, make in opponents:
+
+            def net(s: int, g: Genome = genome) -> Policy:
+                return NeuroPolicy(g, s)
+
+            w, d, lo = duel(net, make, plan.vs_games, 3, 3, seed + 17)
             cells.append(rate_cell(w, d, w + d + lo))
             log(f"{label} vs {opp}: {w}-{d}-{lo}")
         vs_rows.append(cells)
@@ -274,18 +284,18 @@ def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
     }
     for rows_, cols_ in ((3, 3), (5, 5)):
         names = [n for n in BOTS if n != "neuro" or (rows_, cols_) == (3, 3)]
-        res: dict[tuple[str, str], tuple[int, int, int]] = {}
+        tally: dict[tuple[str, str], tuple[int, int, int]] = {}
         t0 = time.perf_counter()
         for i, (a, b) in enumerate(itertools.combinations(names, 2)):
             w, d, lo = duel(makers[a], makers[b], plan.games, rows_, cols_, seed + 1000 * i)
-            res[(a, b)] = (w, d, lo)
-            res[(b, a)] = (lo, d, w)
+            tally[(a, b)] = (w, d, lo)
+            tally[(b, a)] = (lo, d, w)
             log(f"{rows_}x{cols_} {a} vs {b}: {w}-{d}-{lo}")
         table = []
         for a in names:
             cells = [f"**{a}**"]
             for b in names:
-                cells.append("" if a == b else rate_cell(*(res[(a, b)][:2]), plan.games))
+                cells.append("" if a == b else rate_cell(tally[(a, b)][0], tally[(a, b)][1], plan.games))
             table.append(cells)
         rep.add(f"### {rows_}×{cols_} boxes ({time.perf_counter() - t0:.0f} s)", "")
         rep.table(["row vs column", *names], table)

@@ -69,4 +69,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("arena: interrupted", file=sys.stderr)
         return 130
-
