@@ -542,7 +542,7 @@ def chains_move(
 # ---------------------------------------------------------------- retrograde solver
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def retrograde(k: int, free: np.ndarray, local_box_masks: np.ndarray, edge_local_boxes: np.ndarray) -> np.ndarray:
     """value[m] for every subset m of the k free edges (bit i = free[i] drawn).
 
