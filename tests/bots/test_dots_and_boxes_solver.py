@@ -165,7 +165,7 @@ def test_larger_boards_fall_back_within_the_clock_and_finish_exactly() -> None:
     rng = random.Random(3)
     pos = Position(geo)
     solver = SolverPolicy(seed=1)
-    solver.choose(Position(geo))  # load the compiled kernels (hosted bots warm up in the background)
+    solver.choose(Position(geo))  # load the compiled kernels (hosted bots do it in on_match_start)
     slowest = 0.0
     while not pos.over:
         if pos.to_move == 0:

@@ -45,7 +45,7 @@ from arena_bots.dots_and_boxes.neuro import SHIPPED, Genome, GenomeError, load_g
 from arena_bots.dots_and_boxes.solver import solver_move
 from arena_bots.numba_helpers import seed_state
 from arena_bots.registry import hosted
-from arena_client import Bot, Turn
+from arena_client import Bot, MatchInfo, Turn
 
 GAMES = ("dots_and_boxes",)
 
@@ -188,7 +188,10 @@ class PolicyBot(Bot):
     def __init__(self, policy: Policy, name: str) -> None:
         self.policy = policy
         self.name = name
-        _warm_in_background()
+
+    def on_match_start(self, match: MatchInfo) -> None:
+        # The referee does not charge this hook to the clock: load the kernels here, once per process.
+        _warm_once()
 
     def act(self, turn: Turn) -> int:
         pos = position_of(turn)
@@ -200,6 +203,7 @@ class PolicyBot(Bot):
 
 _SHIPPED_CACHE: dict[str, Genome] = {}
 _WARM = threading.Event()
+_WARM_LOCK = threading.Lock()
 
 
 def warm_up() -> None:
@@ -216,11 +220,12 @@ def warm_up() -> None:
         solver_move(geo, pos.edges, pos.sides, np.array([seed_state(0)], dtype=np.uint64))
 
 
-def _warm_in_background() -> None:
-    """Start :func:`warm_up` once per process in a daemon thread (the first hosted bot triggers it)."""
-    if not _WARM.is_set():
-        _WARM.set()
-        threading.Thread(target=warm_up, name="dots-and-boxes-warm-up", daemon=True).start()
+def _warm_once() -> None:
+    """Run :func:`warm_up` the first time a hosted bot starts a match in this process."""
+    with _WARM_LOCK:
+        if not _WARM.is_set():
+            warm_up()
+            _WARM.set()
 
 
 def shipped_genome(representation: str) -> Genome:
