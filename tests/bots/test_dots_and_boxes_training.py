@@ -116,3 +116,18 @@ def test_quick_experiment_writes_every_section(tmp_path: Path) -> None:
                     "### 3×3 boxes", "### 5×5 boxes", "Mean fitness is flat by construction"):  # fmt: skip
         assert heading in text
     assert "min 0.500000, max 0.500000" in text
+
+
+@pytest.mark.slow
+def test_the_shipped_thesis_genome_is_reproduced_by_its_recorded_command() -> None:
+    """Provenance: rerunning the recorded settings and seed gives the shipped weights (about 30 s)."""
+    from arena_bots.dots_and_boxes.bots import shipped_genome
+
+    shipped = shipped_genome("thesis")
+    cfg = dict(shipped.provenance["config"])
+    cfg["hidden"] = tuple(cfg["hidden"])
+    result = ev.train(ev.TrainConfig(**cfg))
+    again = result.best_genome({})
+    assert shipped.provenance["command"].startswith(ev.command_line(ev.TrainConfig(**cfg)))
+    assert np.allclose(again.weights, shipped.weights, atol=1e-6)
+    assert again.provenance["win_rate_vs_greedy_at_end"] == shipped.provenance["win_rate_vs_greedy_at_end"]
