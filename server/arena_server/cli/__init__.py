@@ -31,6 +31,7 @@ COMMAND_MODULES: list[str] = [
     "arena_server.cli.watch",
     "arena_server.cli.profile",
     "arena_server.cli.experiment",
+    "arena_server.cli.train",
     "arena_server.cli.check_bot",
     "arena_server.cli.bot",
     "arena_server.cli.tournament",

@@ -4,6 +4,10 @@ Experiments:
     rpsls-thesis  The RPSLS thesis's tables (Bizjak 2020) side by side with ours,
                   plus a round robin of every hosted RPS bot; see
                   :mod:`arena_bots.experiments.rpsls_thesis`.
+    dots-and-boxes-thesis  Ujcic (2023)'s learning curves and parameter study
+                  with numbers, the better representation, and every dots and
+                  boxes bot against every other on 3x3 and 5x5; see
+                  :mod:`arena_bots.experiments.dots_and_boxes_thesis`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,15 @@ def _run_rpsls_thesis(args: argparse.Namespace) -> int:
     return rpsls_thesis.main(argv)
 
 
+def _run_dots_and_boxes_thesis(args: argparse.Namespace) -> int:
+    from arena_bots.experiments import dots_and_boxes_thesis
+
+    argv = ["--output", args.output, "--seed", str(args.seed)]
+    if args.quick:
+        argv.append("--quick")
+    return dots_and_boxes_thesis.main(argv)
+
+
 def register(subparsers: Any) -> None:
     """Add ``experiment`` and its experiments to the ``arena`` CLI."""
     parser = subparsers.add_parser("experiment", help="rerun a source document's experiments")
@@ -38,3 +51,15 @@ def register(subparsers: Any) -> None:
     thesis.add_argument("--seed", type=int, default=2020, help="master seed")
     thesis.add_argument("--only", choices=("thesis", "round-robin"), default=None, help="run only one part")
     thesis.set_defaults(func=_run_rpsls_thesis)
+    dab = experiments.add_parser(
+        "dots-and-boxes-thesis",
+        help="the dots and boxes thesis's learning curves and parameter study, and a bot crosstable",
+        description="Rerun Ujcic (2023): learning curves, parameter study, the feature representation, and every "
+        "dots and boxes bot against every other (200 games a pair) on 3x3 and 5x5; writes markdown and PNGs.",
+    )
+    dab.add_argument("--quick", action="store_true", help="tiny runs for the test suite (use with --output)")
+    dab.add_argument(
+        "--output", default="docs/experiments/dots-and-boxes-thesis.md", help="markdown output path (PNGs beside it)"
+    )
+    dab.add_argument("--seed", type=int, default=2023, help="master seed (default 2023)")
+    dab.set_defaults(func=_run_dots_and_boxes_thesis)
