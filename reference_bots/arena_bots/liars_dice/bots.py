@@ -85,7 +85,12 @@ class LearnerBot(Bot):
 
     games = GAMES
 
-    def __init__(self, name: str, sarsa: bool, profiling: bool, seed: int, persist: bool = True) -> None:
+    def __init__(
+        self, name: str, sarsa: bool, profiling: bool, seed: int, persist: bool = True,
+        shared: ThesisLearner | None = None,
+    ) -> None:
+        """``persist``: load/save the table in the state directory; ``shared``: use this table instead (experiments)."""
+        self.shared = shared
         self.name = name
         self.sarsa = sarsa
         self.profiling = profiling
@@ -101,7 +106,9 @@ class LearnerBot(Bot):
         self.shape = shape
         self.seat = match.seat
         learner = ThesisLearner(shape.total, shape.faces, self.sarsa, self.profiling, self.rng)
-        if self.persist:
+        if self.shared is not None:
+            learner.q_call, learner.q_liar, learner.profile = self.shared.q_call, self.shared.q_liar, self.shared.profile
+        elif self.persist:
             path = self._path(shape)
             with _LOCK:
                 shared = _TABLES.get(path)
@@ -167,7 +174,7 @@ class LearnerBot(Bot):
             return
         if result.observation is not None:
             self._observe(result.observation)
-        if self.persist:
+        if self.persist and self.shared is None:
             path = self._path(self.shape)
             with _LOCK:
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,9 @@ Experiments:
     rpsls-thesis  The RPSLS thesis's tables (Bizjak 2020) side by side with ours,
                   plus a round robin of every hosted RPS bot; see
                   :mod:`arena_bots.experiments.rpsls_thesis`.
+    liars-dice-thesis  The Liar's Dice thesis's three experiments (Lohn 2024) with 95%
+                  intervals, crosstables and exploitability; see
+                  :mod:`arena_bots.experiments.liars_dice_thesis`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,15 @@ def _run_rpsls_thesis(args: argparse.Namespace) -> int:
     return rpsls_thesis.main(argv)
 
 
+def _run_liars_dice_thesis(args: argparse.Namespace) -> int:
+    from arena_bots.experiments import liars_dice_thesis
+
+    argv = ["--out", args.output, "--seed", str(args.seed)]
+    if args.quick:
+        argv.append("--quick")
+    return liars_dice_thesis.main(argv)
+
+
 def register(subparsers: Any) -> None:
     """Add ``experiment`` and its experiments to the ``arena`` CLI."""
     parser = subparsers.add_parser("experiment", help="rerun a source document's experiments")
@@ -38,3 +50,15 @@ def register(subparsers: Any) -> None:
     thesis.add_argument("--seed", type=int, default=2020, help="master seed")
     thesis.add_argument("--only", choices=("thesis", "round-robin"), default=None, help="run only one part")
     thesis.set_defaults(func=_run_rpsls_thesis)
+    liars = experiments.add_parser(
+        "liars-dice-thesis",
+        help="the Liar's Dice thesis's experiments with 95% intervals, crosstables and exploitability",
+        description="Rerun Lohn (2024)'s three experiments (SARSA vs Q-learning, modified SARSA vs Q-learning and "
+        "vs CFR) beside the thesis's figures, plus crosstables and exact exploitability in the 1-die game.",
+    )
+    liars.add_argument("--quick", action="store_true", help="few games (about 10 s); use with --output")
+    liars.add_argument(
+        "--output", "--out", dest="output", default="docs/experiments/liars-dice-thesis.md", help="markdown output"
+    )
+    liars.add_argument("--seed", type=int, default=2024, help="master seed")
+    liars.set_defaults(func=_run_liars_dice_thesis)
