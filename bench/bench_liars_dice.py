@@ -42,8 +42,10 @@ def bench_cfr() -> None:
         solver.run(10)
         expl = exploitability(game, solver.average())
         while pending and expl <= pending[0]:
-            print(f"  exploitability <= {pending[0]:<7}: {solver.iterations:5d} iterations, "
-                  f"{time.perf_counter() - start:6.2f} s (with a best response every 10 iterations)")
+            print(
+                f"  exploitability <= {pending[0]:<7}: {solver.iterations:5d} iterations, "
+                f"{time.perf_counter() - start:6.2f} s (with a best response every 10 iterations)"
+            )
             pending.pop(0)
 
 
@@ -57,17 +59,19 @@ def bench_decisions(games: int) -> None:
                 bot: Bot = hosted[name].factory(g)
                 act = bot.act
 
-                def timed(turn: Turn, act=act) -> int:  # type: ignore[no-untyped-def]
+                def timed(turn: Turn, act=act, times=times) -> int:  # type: ignore[no-untyped-def]
                     t = time.perf_counter()
                     action = act(turn)
                     times.append(time.perf_counter() - t)
-                    return action
+                    return int(action)
 
                 bot.act = timed  # type: ignore[method-assign]
                 play_game([bot, hosted["random"].factory(g)], params, rng)
             arr = np.array(times) * 1e3
-            print(f"{name:16} {label:10} decision median {np.median(arr):7.3f} ms  p99 {np.percentile(arr, 99):7.3f} ms"
-                  f"  max {arr.max():7.3f} ms  ({len(arr)} decisions)")
+            print(
+                f"{name:16} {label:10} decision median {np.median(arr):7.3f} ms  p99 {np.percentile(arr, 99):7.3f} ms"
+                f"  max {arr.max():7.3f} ms  ({len(arr)} decisions)"
+            )
 
 
 def main() -> None:

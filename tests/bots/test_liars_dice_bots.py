@@ -11,6 +11,7 @@ import pytest
 
 import arena_bots  # noqa: F401  (registers the hosted bots)
 from arena_bots.liars_dice import bots as ld_bots
+from arena_bots.liars_dice.learners import ThesisLearner
 from arena_bots.liars_dice.play import THESIS_PARAMS, play_game
 from arena_bots.registry import hosted_bots
 
@@ -48,7 +49,7 @@ def test_tables_persist_between_matches_and_reset(state_dir: Path) -> None:
     path = state_dir / "sarsa-profiling-p2d5f6.json"
     first = json.loads(path.read_text())
     assert first["profile"]["rounds"] >= 5  # every round of the game was profiled
-    initial = ld_bots.ThesisLearner(10, 6, True, True, rng)
+    initial = ThesisLearner(10, 6, True, True, rng)
     assert not np.allclose(first["q_call"], initial.q_call)  # it learned
     ld_bots._TABLES.clear()  # a new server process: the next match starts from the file
     play_game([hosted["sarsa-profiling"].factory(3), hosted["q-learning"].factory(4)], THESIS_PARAMS, rng)
@@ -65,8 +66,9 @@ def test_statistician_calls_impossible_bids_and_raises_certain_ones() -> None:
 
     game = LiarsDiceGame(**THESIS_PARAMS)
     bot = ld_bots.StatisticianBot(0)
-    bot.on_match_start(MatchInfo("m", "liars_dice", dict(game.params), 1, (SeatInfo(0, "a"), SeatInfo(1, "b")),
-                                 TimeControl(), ""))
+    bot.on_match_start(
+        MatchInfo("m", "liars_dice", dict(game.params), 1, (SeatInfo(0, "a"), SeatInfo(1, "b")), TimeControl(), "")
+    )
     state = game.new_initial_state()
     for face in (1, 1, 2, 2, 3, 6, 6, 6, 6, 6):  # seat 0: 1 1 2 2 3; seat 1: five sixes
         state.apply_action(face - 1)
@@ -87,8 +89,12 @@ def test_decision_times() -> None:
     hosted = hosted_bots()
     rng = np.random.default_rng(5)
     small = {"dice": 1, "bidding": "standard", "wild": "highest", "rounds": "single"}
-    for name, limit, params in (("sarsa-profiling", 0.001, THESIS_PARAMS), ("q-learning", 0.001, THESIS_PARAMS),
-                                ("cfr", 0.010, small), ("statistician", 0.010, THESIS_PARAMS)):
+    for name, limit, params in (
+        ("sarsa-profiling", 0.001, THESIS_PARAMS),
+        ("q-learning", 0.001, THESIS_PARAMS),
+        ("cfr", 0.010, small),
+        ("statistician", 0.010, THESIS_PARAMS),
+    ):
         bot = hosted[name].factory(0)
         times: list[float] = []
         original = bot.act

@@ -66,7 +66,7 @@ def test_cfr_solves_the_1_die_game_fast() -> None:
 @pytest.mark.slow
 def test_exploitability_and_value_against_openspiel() -> None:
     pyspiel = pytest.importorskip("pyspiel")
-    from open_spiel.python import policy as osp
+    from open_spiel.python import policy as osp  # type: ignore[import-untyped]
 
     game = make_game()
     solver = Solver(game)
@@ -87,5 +87,5 @@ def test_exploitability_and_value_against_openspiel() -> None:
     root = spiel.new_initial_state()
     br = [pyspiel.TabularBestResponse(spiel, seat, cpp_policy).value(root.history_str()) for seat in (0, 1)]
     assert -br[1] <= game_value(game, ours) <= br[0]
-    assert -br[1] <= -0.0276 + 5e-5 and -0.0276 - 5e-5 <= br[0]
+    assert -br[1] <= -0.0276 + 5e-5 and br[0] >= -0.0276 - 5e-5
     assert br[0] + br[1] <= 0.002

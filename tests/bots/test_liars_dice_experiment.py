@@ -19,8 +19,15 @@ def test_quick_run_writes_every_section_without_touching_the_document(tmp_path: 
     before = document.read_text() if document.exists() else None
     assert in_thread(liars_dice_thesis.main, ["--quick", "--out", str(out), "--seed", "3"]) == 0
     text = out.read_text()
-    for title in ("plain SARSA vs Q-learning", "modified SARSA vs Q-learning", "modified SARSA vs cfr",
-                  "Crosstable, 2 players", "3 players", "Exploitability in the 1-die game", "Wall time"):
+    for title in (
+        "plain SARSA vs Q-learning",
+        "modified SARSA vs Q-learning",
+        "modified SARSA vs cfr",
+        "Crosstable, 2 players",
+        "3 players",
+        "Exploitability in the 1-die game",
+        "Wall time",
+    ):
         assert title in text
     svg = out.with_suffix(".svg").read_text()
     assert svg.startswith("<svg") and svg.count("<polyline") == 3

@@ -20,9 +20,28 @@ def test_serve_rates_the_liars_dice_bots(tmp_path: Path) -> None:
     db = tmp_path / "arena.db"
     state = tmp_path / "bot-state"
     env = {**os.environ, "ARENA_BOT_STATE_DIR": str(state)}
-    argv = [sys.executable, "-m", "arena_server.cli", "serve", "--host", "127.0.0.1", "--port", "0", "--db", str(db),
-            "--ladder-game", "liars_dice", "--ladder-bots", ",".join(BOTS), "--ladder-interval", "0",
-            "--concurrency", "3", "--ladder-seed", "1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "arena_server.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--db",
+        str(db),
+        "--ladder-game",
+        "liars_dice",
+        "--ladder-bots",
+        ",".join(BOTS),
+        "--ladder-interval",
+        "0",
+        "--concurrency",
+        "3",
+        "--ladder-seed",
+        "1",
+    ]
     log = tmp_path / "serve.log"
     with log.open("w") as out:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)

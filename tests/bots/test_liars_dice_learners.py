@@ -54,8 +54,15 @@ def test_opening_probabilities_match_spec_table() -> None:
 
 @pytest.mark.parametrize(
     ("bid", "raises", "p_liar"),
-    [((1, 1), 59, 0.0060), ((3, 2), 39, 0.018), ((5, 3), 23, 0.0498), ((7, 4), 11, 0.162),
-     ((8, 6), 2, 0.612), ((9, 6), 1, 0.833), ((10, 5), 1, 0.909)],
+    [
+        ((1, 1), 59, 0.0060),
+        ((3, 2), 39, 0.018),
+        ((5, 3), 23, 0.0498),
+        ((7, 4), 11, 0.162),
+        ((8, 6), 2, 0.612),
+        ((9, 6), 1, 0.833),
+        ((10, 5), 1, 0.909),
+    ],
 )
 def test_liar_probability_matches_spec_table(bid: tuple[int, int], raises: int, p_liar: float) -> None:
     legal = thesis_raises(bid)

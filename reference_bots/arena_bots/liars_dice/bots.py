@@ -1,4 +1,6 @@
-"""The hosted Liar's Dice bots: ``sarsa``, ``sarsa-profiling``, ``q-learning``, ``statistician`` (and ``cfr``, in :mod:`.cfr_bot`).
+"""The hosted Liar's Dice bots ``sarsa``, ``sarsa-profiling``, ``q-learning`` and ``statistician``.
+
+``cfr`` is in :mod:`arena_bots.liars_dice.cfr_bot`.
 
 The learners (:mod:`arena_bots.liars_dice.learners`) keep learning online and
 their tables persist per bot between matches, as the thesis's JSON files did,
@@ -13,6 +15,7 @@ atomically); :func:`reset_state` (``python -m arena_bots.liars_dice.train
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -76,7 +79,7 @@ class GameShape:
     def matches(self, dice: tuple[int, ...] | list[int], face: int) -> int:
         w = self.wild_face
         if w and face != w:
-            return sum(1 for d in dice if d == face or d == w)
+            return sum(1 for d in dice if d in (face, w))
         return sum(1 for d in dice if d == face)
 
 
@@ -86,7 +89,12 @@ class LearnerBot(Bot):
     games = GAMES
 
     def __init__(
-        self, name: str, sarsa: bool, profiling: bool, seed: int, persist: bool = True,
+        self,
+        name: str,
+        sarsa: bool,
+        profiling: bool,
+        seed: int,
+        persist: bool = True,
         shared: ThesisLearner | None = None,
     ) -> None:
         """``persist``: load/save the table in the state directory; ``shared``: use this table instead (experiments)."""
@@ -107,7 +115,11 @@ class LearnerBot(Bot):
         self.seat = match.seat
         learner = ThesisLearner(shape.total, shape.faces, self.sarsa, self.profiling, self.rng)
         if self.shared is not None:
-            learner.q_call, learner.q_liar, learner.profile = self.shared.q_call, self.shared.q_liar, self.shared.profile
+            learner.q_call, learner.q_liar, learner.profile = (
+                self.shared.q_call,
+                self.shared.q_liar,
+                self.shared.profile,
+            )
         elif self.persist:
             path = self._path(shape)
             with _LOCK:
@@ -115,10 +127,8 @@ class LearnerBot(Bot):
                 if shared is None:
                     shared = ThesisLearner(shape.total, shape.faces, self.sarsa, self.profiling, self.rng)
                     if path.exists():
-                        try:
+                        with contextlib.suppress(ValueError, KeyError, TypeError):  # corrupt: start afresh
                             shared.load_json(json.loads(path.read_text()))
-                        except (ValueError, KeyError, TypeError):
-                            pass  # a corrupt or foreign file: start from the initial table
                     _TABLES[path] = shared
             learner.q_call, learner.q_liar, learner.profile = shared.q_call, shared.q_liar, shared.profile
         learner.new_game()

@@ -1,4 +1,6 @@
-"""The Liar's Dice thesis's learners (Lohn 2024, ``specs/liars-dice-thesis.md`` section 2): SARSA, modified SARSA, Q-learning.
+"""The Liar's Dice thesis's learners: SARSA, modified SARSA, Q-learning.
+
+Lohn (2024), ``specs/liars-dice-thesis.md`` section 2.
 
 All three are one class, :class:`ThesisLearner`, as in the thesis's C# ``AISARSA``:
 
@@ -79,7 +81,13 @@ class LieProfile:
     rounds: int = 0
 
     def compute(self, bids: list[tuple[int, int, int]], actual: dict[int, int], faces: int) -> None:
-        """Score one finished round: ``bids`` are (quantity, face, dice on table), ``actual[face]`` the revealed count."""
+        """Score one finished round.
+
+        Args:
+            bids: The opponents' bids of the round as (quantity, face, dice on the table).
+            actual: The revealed count per face.
+            faces: Faces per die.
+        """
         for quantity, face, dice in bids:
             b = bucket(quantity, face, dice, faces)
             self.count[b] += 1
@@ -106,9 +114,7 @@ class ThesisLearner:
         rng: Random source for the roulette.
     """
 
-    def __init__(
-        self, max_quantity: int, faces: int, sarsa: bool, profiling: bool, rng: np.random.Generator
-    ) -> None:
+    def __init__(self, max_quantity: int, faces: int, sarsa: bool, profiling: bool, rng: np.random.Generator) -> None:
         self.max_quantity = max_quantity
         self.faces = faces
         self.sarsa = sarsa
@@ -151,11 +157,19 @@ class ThesisLearner:
         w = self.weights(bid, raises)
         total = w.sum()
         if total <= 0.0:
-            return np.full(len(w), 1.0 / len(w)) if bid is not None else np.append(np.full(len(raises), 1.0 / len(raises)), 0.0)
-        return w / total
+            return (
+                np.full(len(w), 1.0 / len(w))
+                if bid is not None
+                else np.append(np.full(len(raises), 1.0 / len(raises)), 0.0)
+            )
+        return np.asarray(w / float(total), dtype=np.float64)
 
     def decide(self, bid: tuple[int, int] | None, raises: list[tuple[int, int]]) -> int:
-        """Choose an action, then update the previous one. Returns an index into ``raises``, or ``len(raises)`` for Liar."""
+        """Choose an action, then update the previous one.
+
+        Returns:
+            An index into ``raises``, or ``len(raises)`` for Liar.
+        """
         w = self.weights(bid, raises)
         thresholds = np.cumsum(w)
         total = float(thresholds[-1])

@@ -255,7 +255,7 @@ def _cfr_plus(
 
 @nb.njit(cache=True)
 def _br_values(policy: np.ndarray, legal: np.ndarray, truth: np.ndarray, reachable: np.ndarray) -> np.ndarray:
-    size, faces, actions = policy.shape
+    size, faces, _ = policy.shape
     reach = np.zeros((size, 2, faces))
     values = np.zeros((size, faces))
     dummy = np.zeros((1, 1, 1))
@@ -269,10 +269,9 @@ def _br_values(policy: np.ndarray, legal: np.ndarray, truth: np.ndarray, reachab
 
 @nb.njit(cache=True)
 def _value(policy: np.ndarray, legal: np.ndarray, truth: np.ndarray, reachable: np.ndarray) -> float:
-    size, faces, actions = policy.shape
+    size, faces, _ = policy.shape
     reach = np.zeros((size, 2, faces))
     values = np.zeros((size, faces))
-    dummy = np.zeros((1, 1, 1))
     _forward(policy, legal, reachable, reach)
     # Seat 0's values under the policy itself: run the regret pass on a scratch copy.
     scratch = np.zeros(policy.shape)
@@ -303,7 +302,10 @@ class Solver:
         return normalise(self.game, self.ssum, self.reachable)
 
     def solve(
-        self, target: float, max_iterations: int = 100_000, check_every: int = 25,
+        self,
+        target: float,
+        max_iterations: int = 100_000,
+        check_every: int = 25,
         progress: Callable[[int, float, float], None] | None = None,
     ) -> float:
         """Iterate until the average strategy's exploitability is <= ``target``; returns the final exploitability."""

@@ -50,22 +50,32 @@ def train_liars_dice_cfr(args: argparse.Namespace) -> int:
     wilds = ("none", "ones", "highest") if args.wild == "all" else (args.wild,)
     for bidding in biddings:
         for wild in wilds:
-            game = make_game(6, bidding, wild)
-            solver = Solver(game)
-            path = out / f"cfr-1die-f6-{bidding}-{wild}.npz"
-            start = time.perf_counter()
-
-            def checkpoint(iterations: int, expl: float, seconds: float) -> None:
-                tmp = path.with_suffix(".tmp.npz")
-                np.savez_compressed(tmp, policy=solver.average().astype(np.float16))
-                tmp.replace(path)
-                print(f"\r{bidding:8} {wild:7} iter {iterations:6d}  exploitability {expl:.6f}  {seconds:6.1f} s",
-                      end="", flush=True)
-
-            expl = solver.solve(args.target, args.max_iterations, args.check_every, checkpoint)
-            print(f"\r{bidding:8} {wild:7} {solver.iterations} iterations, exploitability {expl:.6f}, "
-                  f"{time.perf_counter() - start:.1f} s -> {path}")
+            _solve_one(bidding, wild, out, args)
     return 0
+
+
+def _solve_one(bidding: str, wild: str, out: Path, args: argparse.Namespace) -> None:
+    """Solve one game, writing its policy at every check (the checkpoint)."""
+    game = make_game(6, bidding, wild)
+    solver = Solver(game)
+    path = out / f"cfr-1die-f6-{bidding}-{wild}.npz"
+    start = time.perf_counter()
+
+    def checkpoint(iterations: int, expl: float, seconds: float) -> None:
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez_compressed(tmp, policy=solver.average().astype(np.float16))
+        tmp.replace(path)
+        print(
+            f"\r{bidding:8} {wild:7} iter {iterations:6d}  exploitability {expl:.6f}  {seconds:6.1f} s",
+            end="",
+            flush=True,
+        )
+
+    expl = solver.solve(args.target, args.max_iterations, args.check_every, checkpoint)
+    print(
+        f"\r{bidding:8} {wild:7} {solver.iterations} iterations, exploitability {expl:.6f}, "
+        f"{time.perf_counter() - start:.1f} s -> {path}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
