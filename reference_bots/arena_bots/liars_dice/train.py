@@ -30,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-iterations", type=int, default=20000, help="give up after this many iterations")
     parser.add_argument("--check-every", type=int, default=50, help="iterations between checks and checkpoints")
     parser.add_argument("--out", default=str(DATA_DIR), help="directory for the policy files")
+    parser.add_argument(
+        "--game", choices=("small", "thesis"), default="small",
+        help="small: the 1-die games (shipped); thesis: the 2-player thesis-bidding game by DP over dice counts",
+    )
+    parser.add_argument("--dice", type=int, default=5, help="thesis game: dice per player (1-5, default 5)")
+    parser.add_argument("--scale", type=int, default=20000, help="thesis game: iterations per die in a round")
     parser.add_argument("--reset-learners", action="store_true", help="delete the learners' saved tables and exit")
 
 
@@ -41,6 +47,8 @@ def train_liars_dice_cfr(args: argparse.Namespace) -> int:
         removed = reset_state()
         print(f"deleted {len(removed)} learner table(s) from {state_dir()}")
         return 0
+    if args.game == "thesis":
+        return _train_thesis(args)
     if args.target <= 0 or args.check_every < 1:
         print("error: --target must be > 0 and --check-every >= 1", file=sys.stderr)
         return 2
@@ -51,6 +59,21 @@ def train_liars_dice_cfr(args: argparse.Namespace) -> int:
     for bidding in biddings:
         for wild in wilds:
             _solve_one(bidding, wild, out, args)
+    return 0
+
+
+def _train_thesis(args: argparse.Namespace) -> int:
+    """Solve the thesis game round by round (a checkpoint after every round) into the bot-state directory."""
+    from arena_bots.liars_dice import thesis_cfr
+    from arena_bots.liars_dice.cfr_bot import thesis_path
+
+    if not 1 <= args.dice <= thesis_cfr.MAX_DICE or args.scale < 1:
+        print(f"error: --dice must be 1..{thesis_cfr.MAX_DICE} and --scale >= 1", file=sys.stderr)
+        return 2
+    path = thesis_path()
+    scale = args.scale
+    thesis_cfr.solve(args.dice, lambda a, b: scale * (a + b), checkpoint=path)
+    print(f"wrote {path}")
     return 0
 
 
