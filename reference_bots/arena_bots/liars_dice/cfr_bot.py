@@ -149,6 +149,8 @@ class CfrBot(Bot):
         return int(legal[int(self.rng.choice(len(legal), p=weights / total))])
 
 
-@hosted("cfr", GAMES, "Liar's Dice: CFR+ equilibrium (1 die), DP-CFR in the thesis game once trained; else statistician")
+@hosted(
+    "cfr", GAMES, "Liar's Dice: CFR+ equilibrium (1 die), DP-CFR in the thesis game once trained; else statistician"
+)
 def _cfr(seed: int) -> Bot:
     return CfrBot(seed)

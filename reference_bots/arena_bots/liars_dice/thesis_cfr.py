@@ -227,7 +227,7 @@ def _value(
 
 def normalise(sums: np.ndarray, nbids: int) -> np.ndarray:
     """Average strategy from strategy sums (uniform over the legal actions where never reached), float32."""
-    rolls_n, nodes, actions = sums.shape
+    _, nodes, actions = sums.shape
     legal = np.zeros((nodes, actions), dtype=bool)
     legal[0, :nbids] = True
     for node in range(1, nodes):
@@ -276,11 +276,14 @@ def solve(
             n = iterations(a, b)
             _fsicfr(n, 0, a, b, ca, code_a, cb, code_b, lose_o, lose_r, reg_o, reg_r, sum_o, sum_r, seed + 100 * a + b)
             pol_o, pol_r = normalise(sum_o, nbids), normalise(sum_r, nbids)
-            value[a, b] = _value(a, b, ca, pa, cb, pb, pol_o.astype(np.float64), pol_r.astype(np.float64),
-                                 lose_o, lose_r)
+            value[a, b] = _value(
+                a, b, ca, pa, cb, pb, pol_o.astype(np.float64), pol_r.astype(np.float64), lose_o, lose_r
+            )
             policies[a, b] = (pol_o, pol_r)
-            progress(f"round {a} vs {b} dice: {n} iterations, opener's value {value[a, b]:+.4f}, "
-                     f"{time.perf_counter() - start:.0f} s")
+            progress(
+                f"round {a} vs {b} dice: {n} iterations, opener's value {value[a, b]:+.4f}, "
+                f"{time.perf_counter() - start:.0f} s"
+            )
             if checkpoint is not None:
                 save(checkpoint, value, policies)
     return value, policies

@@ -31,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-every", type=int, default=50, help="iterations between checks and checkpoints")
     parser.add_argument("--out", default=str(DATA_DIR), help="directory for the policy files")
     parser.add_argument(
-        "--game", choices=("small", "thesis"), default="small",
+        "--game",
+        choices=("small", "thesis"),
+        default="small",
         help="small: the 1-die games (shipped); thesis: the 2-player thesis-bidding game by DP over dice counts",
     )
     parser.add_argument("--dice", type=int, default=5, help="thesis game: dice per player (1-5, default 5)")
