@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
     thesis.set_defaults(func=_run_rpsls_thesis)
     liars = experiments.add_parser(
         "liars-dice-thesis",
-        help="the Liar's Dice thesis's experiments with 95% intervals, crosstables and exploitability",
+        help="the Liar's Dice thesis's experiments with 95%% intervals, crosstables and exploitability",
         description="Rerun Lohn (2024)'s three experiments (SARSA vs Q-learning, modified SARSA vs Q-learning and "
         "vs CFR) beside the thesis's figures, plus crosstables and exact exploitability in the 1-die game.",
     )
