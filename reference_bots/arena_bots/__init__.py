@@ -4,6 +4,8 @@ Importing this package registers every hosted bot; see :func:`hosted_bots`.
 """
 
 import arena_bots.dots_and_boxes.bots as _dots_and_boxes  # noqa: F401  (dots and boxes: greedy ... solver, mcts)
+import arena_bots.liars_dice.bots as _ld_bots  # noqa: F401  (Liar's Dice: thesis learners, statistician)
+import arena_bots.liars_dice.cfr_bot as _ld_cfr  # noqa: F401  (Liar's Dice: CFR)
 import arena_bots.rps.mind_reader as _mind_reader  # noqa: F401  (RPS: Shannon's mind reader)
 import arena_bots.rps.sicilian as _sicilian  # noqa: F401  (RPS: the ensemble meta bot)
 import arena_bots.rps.thesis_agents as _thesis_agents  # noqa: F401  (RPS: the RPSLS thesis agents)

@@ -8,6 +8,9 @@ Experiments:
                   with numbers, the better representation, and every dots and
                   boxes bot against every other on 3x3 and 5x5; see
                   :mod:`arena_bots.experiments.dots_and_boxes_thesis`.
+    liars-dice-thesis  The Liar's Dice thesis's three experiments (Lohn 2024) with 95%
+                  intervals, crosstables and exploitability; see
+                  :mod:`arena_bots.experiments.liars_dice_thesis`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ def _run_dots_and_boxes_thesis(args: argparse.Namespace) -> int:
     if args.quick:
         argv.append("--quick")
     return dots_and_boxes_thesis.main(argv)
+
+
+def _run_liars_dice_thesis(args: argparse.Namespace) -> int:
+    from arena_bots.experiments import liars_dice_thesis
+
+    argv = ["--out", args.output, "--seed", str(args.seed)]
+    if args.quick:
+        argv.append("--quick")
+    return liars_dice_thesis.main(argv)
 
 
 def register(subparsers: Any) -> None:
@@ -63,3 +75,16 @@ def register(subparsers: Any) -> None:
     )
     dab.add_argument("--seed", type=int, default=2023, help="master seed (default 2023)")
     dab.set_defaults(func=_run_dots_and_boxes_thesis)
+
+    liars = experiments.add_parser(
+        "liars-dice-thesis",
+        help="the Liar's Dice thesis's experiments with 95%% intervals, crosstables and exploitability",
+        description="Rerun Lohn (2024)'s three experiments (SARSA vs Q-learning, modified SARSA vs Q-learning and "
+        "vs CFR) beside the thesis's figures, plus crosstables and exact exploitability in the 1-die game.",
+    )
+    liars.add_argument("--quick", action="store_true", help="few games (about 10 s); use with --output")
+    liars.add_argument(
+        "--output", "--out", dest="output", default="docs/experiments/liars-dice-thesis.md", help="markdown output"
+    )
+    liars.add_argument("--seed", type=int, default=2024, help="master seed")
+    liars.set_defaults(func=_run_liars_dice_thesis)

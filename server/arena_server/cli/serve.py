@@ -94,6 +94,8 @@ async def _serve(
     if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
         await prepare_registry(hub.registry, data_dir)
         await check_sandbox(hub.registry, allow_unsandboxed)  # issue 12
+        # Hosted learners (Liar's Dice) keep their tables in the data directory, between matches and restarts.
+        os.environ.setdefault("ARENA_BOT_STATE_DIR", str(hub.registry.data_dir / "bot-state"))
     try:
         server, bound = await build_server(hub, host, port)
     except OSError as exc:

@@ -87,7 +87,7 @@ def _run_dots_and_boxes(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``train`` and its games to the ``arena`` CLI."""
-    parser = subparsers.add_parser("train", help="train a reference bot (neuroevolution)")
+    parser = subparsers.add_parser("train", help="train a reference bot (neuroevolution, CFR)")
     games = parser.add_subparsers(dest="train_game", metavar="GAME", required=True)
     p = games.add_parser(
         "dots-and-boxes",
@@ -126,3 +126,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-plots", action="store_true", help="do not draw the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_dots_and_boxes)
+    from arena_bots.liars_dice.train import add_arguments, train_liars_dice_cfr
+
+    cfr = games.add_parser(
+        "liars-dice-cfr",
+        help="solve Liar's Dice with CFR (the 1-die games, or the thesis game by dynamic programming)",
+        description="CFR+ for the 2-player 1-die games to a target exploitability, or (--game thesis) the thesis's "
+        "5-dice game round by round over dice counts; progress on stderr, a checkpoint after every step.",
+    )
+    add_arguments(cfr)
+    cfr.set_defaults(func=train_liars_dice_cfr)

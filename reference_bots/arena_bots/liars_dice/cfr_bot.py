@@ -1,0 +1,156 @@
+"""The hosted ``cfr`` bot: the CFR+ equilibrium of the 2-player, 1-die Liar's Dice games.
+
+For ``players=2 dice=1`` with six faces (any bidding rule and wild rule; with
+one die each the first challenge ends the game whatever ``rounds`` says) it
+plays the average strategy of :mod:`arena_bots.liars_dice.small_game`'s CFR+,
+solved offline to exploitability <= 0.0005 by ``arena train liars-dice-cfr``
+and shipped in ``data/`` (float16, renormalised on load). In the thesis's game
+(2 players, up to 5 dice each, thesis bidding, no wilds, elimination) it plays
+the dynamic-programming CFR of :mod:`arena_bots.liars_dice.thesis_cfr` once
+``arena train liars-dice-cfr --game thesis`` has cached it in the bot-state
+directory (``cfr-thesis.npz``; too large to ship, too slow to build inside a
+move). In every other game, and before that training, it plays like
+:class:`~arena_bots.liars_dice.bots.StatisticianBot`.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from arena_bots.liars_dice.bots import GAMES, GameShape, StatisticianBot
+from arena_bots.liars_dice.small_game import make_game, normalise
+from arena_bots.registry import hosted
+from arena_client import Bot, MatchInfo, Turn
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+def thesis_path() -> Path:
+    """The cached thesis-game solution (``arena train liars-dice-cfr --game thesis`` writes it)."""
+    from arena_bots.liars_dice.bots import state_dir
+
+    return state_dir() / "cfr-thesis.npz"
+
+
+def policy_path(bidding: str, wild: str, faces: int = 6) -> Path:
+    """The shipped policy file of one 1-die game."""
+    return DATA_DIR / f"cfr-1die-f{faces}-{bidding}-{wild}.npz"
+
+
+_THESIS: dict[tuple[Path, float], tuple[np.ndarray, dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]]] = {}
+
+
+def load_thesis() -> tuple[np.ndarray, dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]] | None:
+    """The cached thesis-game solution (value table and per-round policies), or None when not trained yet."""
+    from arena_bots.liars_dice import thesis_cfr
+
+    path = thesis_path()
+    if not path.exists():
+        return None
+    key = (path, path.stat().st_mtime)
+    if key not in _THESIS:
+        _THESIS.clear()
+        _THESIS[key] = thesis_cfr.load(path)
+    return _THESIS[key]
+
+
+@functools.lru_cache(maxsize=8)
+def _multisets(k: int) -> dict[tuple[int, ...], int]:
+    import itertools
+
+    return {m: n for n, m in enumerate(itertools.combinations_with_replacement(range(1, 7), k))}
+
+
+@functools.lru_cache(maxsize=8)
+def load_policy(bidding: str, wild: str, faces: int = 6) -> np.ndarray | None:
+    """The equilibrium policy [mask, die, action] of a 1-die game, or None when no file is shipped."""
+    path = policy_path(bidding, wild, faces)
+    if not path.exists():
+        return None
+    with np.load(path) as data:
+        weights = data["policy"].astype(np.float64)
+    return normalise(make_game(faces, bidding, wild), weights)
+
+
+class CfrBot(Bot):
+    """Plays the solved equilibrium where one is shipped, else the statistician's move."""
+
+    name = "cfr"
+    games = GAMES
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.fallback = StatisticianBot(seed)
+
+    def on_match_start(self, match: MatchInfo) -> None:
+        shape = GameShape(match.params)
+        self.shape = shape
+        self.policy: np.ndarray | None = None
+        self.thesis: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] | None = None
+        bidding = str(match.params.get("bidding", "thesis"))
+        if shape.players == 2 and shape.dice == 1 and not shape.spot_on:
+            self.policy = load_policy(bidding, shape.wild, shape.faces)
+        elif (
+            shape.players == 2
+            and shape.dice <= 5
+            and shape.faces == 6
+            and bidding == "thesis"
+            and shape.wild == "none"
+            and not shape.spot_on
+            and str(match.params.get("rounds", "elimination")) == "elimination"
+        ):
+            solved = load_thesis()
+            if solved is not None:
+                self.thesis = solved[1]
+        self.fallback.on_match_start(match)
+
+    def _thesis_probs(self, turn: Turn) -> np.ndarray | None:
+        assert self.thesis is not None
+        obs = turn.observation
+        me = turn.seat
+        opener = obs.bids[0].seat if obs.bids else me
+        mine, theirs = obs.dice_counts[me], obs.dice_counts[1 - me]
+        key = (mine, theirs) if opener == me else (theirs, mine)
+        if key not in self.thesis:
+            return None
+        pol = self.thesis[key][0 if opener == me else 1]
+        roll = _multisets(len(obs.my_dice))[tuple(sorted(obs.my_dice))]
+        node = 0 if not obs.bids else 1 + self.shape.encode(obs.bids[-1].quantity, obs.bids[-1].face)
+        row = pol[roll, node].astype(np.float64)
+        nbids = (mine + theirs) * 6
+        probs = np.zeros(self.shape.liar + 1)
+        probs[:nbids] = row[:nbids]
+        probs[self.shape.liar] = row[nbids]
+        return probs
+
+    def act(self, turn: Turn) -> int:
+        obs = turn.observation
+        nbids = self.shape.liar
+        if self.policy is not None:
+            mask = 0
+            for bid in obs.bids:
+                mask |= 1 << self.shape.encode(bid.quantity, bid.face)
+            probs = self.policy[mask, obs.my_dice[0] - 1]
+        elif self.thesis is not None:
+            found = self._thesis_probs(turn)
+            if found is None:
+                return self.fallback.act(turn)
+            probs = found
+        else:
+            return self.fallback.act(turn)
+        legal = list(turn.legal_actions)
+        weights = np.array([probs[nbids if a == nbids else a] for a in legal])
+        total = weights.sum()
+        if total <= 0.0:
+            return int(legal[self.rng.integers(len(legal))])
+        return int(legal[int(self.rng.choice(len(legal), p=weights / total))])
+
+
+@hosted(
+    "cfr", GAMES, "Liar's Dice: CFR+ equilibrium (1 die), DP-CFR in the thesis game once trained; else statistician"
+)
+def _cfr(seed: int) -> Bot:
+    return CfrBot(seed)

@@ -1,0 +1,113 @@
+"""``arena train liars-dice-cfr``: solve the 1-die Liar's Dice games offline with CFR+ (progress and checkpoints).
+
+Hook under ``arena train`` with ``add_arguments(parser)`` and
+``parser.set_defaults(func=train_liars_dice_cfr)``; also runs as
+``python -m arena_bots.liars_dice.train``. Each game's policy is written to
+``--out`` (default: the package's ``data/``, where the ``cfr`` bot loads it)
+after every ``--check-every`` iterations, so an interrupted run keeps its last
+checkpoint; ``--reset-learners`` instead deletes the learners' saved tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from arena_bots.liars_dice.cfr_bot import DATA_DIR
+from arena_bots.liars_dice.small_game import Solver, make_game
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the training options to ``parser``."""
+    parser.add_argument("--bidding", choices=("standard", "thesis", "all"), default="all", help="bidding rule(s)")
+    parser.add_argument("--wild", choices=("none", "ones", "highest", "all"), default="all", help="wild rule(s)")
+    parser.add_argument("--target", type=float, default=0.0005, help="stop at this exploitability (default 0.0005)")
+    parser.add_argument("--max-iterations", type=int, default=20000, help="give up after this many iterations")
+    parser.add_argument("--check-every", type=int, default=50, help="iterations between checks and checkpoints")
+    parser.add_argument("--out", default=str(DATA_DIR), help="directory for the policy files")
+    parser.add_argument(
+        "--game",
+        choices=("small", "thesis"),
+        default="small",
+        help="small: the 1-die games (shipped); thesis: the 2-player thesis-bidding game by DP over dice counts",
+    )
+    parser.add_argument("--dice", type=int, default=5, help="thesis game: dice per player (1-5, default 5)")
+    parser.add_argument("--scale", type=int, default=20000, help="thesis game: iterations per die in a round")
+    parser.add_argument("--reset-learners", action="store_true", help="delete the learners' saved tables and exit")
+
+
+def train_liars_dice_cfr(args: argparse.Namespace) -> int:
+    """Solve each selected game and write ``cfr-1die-f6-<bidding>-<wild>.npz``; returns the exit code."""
+    if args.reset_learners:
+        from arena_bots.liars_dice.bots import reset_state, state_dir
+
+        removed = reset_state()
+        print(f"deleted {len(removed)} learner table(s) from {state_dir()}")
+        return 0
+    if args.game == "thesis":
+        return _train_thesis(args)
+    if args.target <= 0 or args.check_every < 1:
+        print("error: --target must be > 0 and --check-every >= 1", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    biddings = ("standard", "thesis") if args.bidding == "all" else (args.bidding,)
+    wilds = ("none", "ones", "highest") if args.wild == "all" else (args.wild,)
+    for bidding in biddings:
+        for wild in wilds:
+            _solve_one(bidding, wild, out, args)
+    return 0
+
+
+def _train_thesis(args: argparse.Namespace) -> int:
+    """Solve the thesis game round by round (a checkpoint after every round) into the bot-state directory."""
+    from arena_bots.liars_dice import thesis_cfr
+    from arena_bots.liars_dice.cfr_bot import thesis_path
+
+    if not 1 <= args.dice <= thesis_cfr.MAX_DICE or args.scale < 1:
+        print(f"error: --dice must be 1..{thesis_cfr.MAX_DICE} and --scale >= 1", file=sys.stderr)
+        return 2
+    path = thesis_path()
+    scale = args.scale
+    thesis_cfr.solve(args.dice, lambda a, b: scale * (a + b), checkpoint=path)
+    print(f"wrote {path}")
+    return 0
+
+
+def _solve_one(bidding: str, wild: str, out: Path, args: argparse.Namespace) -> None:
+    """Solve one game, writing its policy at every check (the checkpoint)."""
+    game = make_game(6, bidding, wild)
+    solver = Solver(game)
+    path = out / f"cfr-1die-f6-{bidding}-{wild}.npz"
+    start = time.perf_counter()
+
+    def checkpoint(iterations: int, expl: float, seconds: float) -> None:
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez_compressed(tmp, policy=solver.average().astype(np.float16))
+        tmp.replace(path)
+        print(
+            f"\r{bidding:8} {wild:7} iter {iterations:6d}  exploitability {expl:.6f}  {seconds:6.1f} s",
+            end="",
+            flush=True,
+        )
+
+    expl = solver.solve(args.target, args.max_iterations, args.check_every, checkpoint)
+    print(
+        f"\r{bidding:8} {wild:7} {solver.iterations} iterations, exploitability {expl:.6f}, "
+        f"{time.perf_counter() - start:.1f} s -> {path}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m arena_bots.liars_dice.train", description=__doc__)
+    add_arguments(parser)
+    return train_liars_dice_cfr(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
