@@ -149,12 +149,14 @@ def check_database(db: Path, heard_start: set[str], heard_end: list[tuple[str, s
     }
 
 
+@pytest.mark.timeout(300)
 def test_ladder_survives_restarts_quick(tmp_path: Path) -> None:
     figures = run_soak(tmp_path, restarts=2, play_seconds=1.5)
     assert figures["rated"] > 0
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_ladder_survives_twenty_restarts(tmp_path: Path) -> None:
     figures = run_soak(tmp_path, restarts=20, play_seconds=2.0)
     assert figures["rated"] > 0 and figures["remote_bot_matches_heard"] > 0
