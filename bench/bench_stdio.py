@@ -35,8 +35,9 @@ from pathlib import Path
 from arena_client import MatchInfo, SeatInfo, TimeControl, Turn
 from arena_games import load_game
 from arena_server.seats.framing import Framing
+from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
-from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.subprocess_seat import SubprocessSeat
 
 ROOT = Path(__file__).resolve().parents[1]
 

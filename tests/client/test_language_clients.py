@@ -19,7 +19,7 @@ import pytest
 from arena_client import Termination
 from arena_games import load_game
 from arena_server.seats.framing import Framing
-from arena_server.seats.subprocess_seat import BotProgram
+from arena_server.seats.process import BotProgram
 from tests.server._stdio_helpers import FAST, TEST_LIMITS, play_against_random
 
 ROOT = Path(__file__).resolve().parents[2]

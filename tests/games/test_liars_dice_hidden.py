@@ -32,8 +32,9 @@ from arena_games.liars_dice import LiarsDiceGame, LiarsDiceState
 from arena_server.referee.loop import play_match
 from arena_server.seats.framing import Framing
 from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
-from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.subprocess_seat import SubprocessSeat
 from tests.games.games_support import random_step
 
 

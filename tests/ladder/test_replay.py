@@ -19,8 +19,9 @@ from arena_server.matches.replay import feed, read_messages, replay_steps, seat_
 from arena_server.referee.loop import play_match
 from arena_server.seats.framing import Framing, parse_payload
 from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
-from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store
 from tests.conftest import LiveServer
 

@@ -40,7 +40,8 @@ from arena_server.referee.records import MatchRecord, MoveLog
 from arena_server.referee.seeds import seed_hash
 from arena_server.seats.framing import Framing
 from arena_server.seats.in_process import InProcessSeat
-from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.process import BotProgram
+from arena_server.seats.subprocess_seat import SubprocessSeat
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 

@@ -41,7 +41,8 @@ from arena_server.matches.hub import Hub
 from arena_server.referee.loop import play_match
 from arena_server.seats.framing import FrameError, FrameParser, Framing, encode, encode_varint, parse_payload
 from arena_server.seats.in_process import InProcessSeat
-from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.process import BotProgram
+from arena_server.seats.subprocess_seat import SubprocessSeat
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 

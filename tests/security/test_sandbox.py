@@ -26,6 +26,7 @@ import pytest
 from arena_client import Termination
 from arena_server.referee.records import MatchRecord
 from arena_server.seats.framing import Framing
+from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import (
     DEFAULT_PATH,
     Isolation,
@@ -37,7 +38,7 @@ from arena_server.seats.sandbox import (
     resolve_user,
     switch_user,
 )
-from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store
 from tests.conftest import LiveServer
 from tests.server._stdio_helpers import play_against_random, processes_with

@@ -15,8 +15,8 @@ from arena_client import Termination, TimeControl
 from arena_games import load_game
 from arena_server.referee.records import MatchRecord
 from arena_server.seats.framing import Framing
+from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
-from arena_server.seats.subprocess_seat import BotProgram
 from tests.server._stdio_helpers import (
     FAST,
     bystander_program,

@@ -16,8 +16,9 @@ from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
 from arena_server.referee.loop import play_match
 from arena_server.seats.framing import Framing
+from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits, probe_isolation
-from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.subprocess_seat import SubprocessSeat
 from tests.server._stdio_helpers import (
     FAST,
     PLAIN_PYTHON_BOT,

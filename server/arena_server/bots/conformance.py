@@ -29,7 +29,8 @@ from arena_server.referee.loop import play_match
 from arena_server.referee.seat import Seat
 from arena_server.seats.framing import Framing, json_text
 from arena_server.seats.in_process import InProcessSeat
-from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.process import BotProgram
+from arena_server.seats.subprocess_seat import SubprocessSeat
 
 DEFAULT_CHECK_CLOCK = TimeControl(timedelta(seconds=2), timedelta(seconds=0), timedelta(seconds=0.5))
 

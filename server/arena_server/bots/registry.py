@@ -34,8 +34,9 @@ from arena_games import registered_games
 from arena_server.bots.conformance import check_bot, format_report
 from arena_server.bots.uploads import UploadError, unpack_upload
 from arena_server.seats.framing import Framing
+from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
-from arena_server.seats.subprocess_seat import BotProgram, SubprocessSeat
+from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store, hash_token
 
 MAX_VERSIONS_PER_BOT = 50

@@ -15,8 +15,8 @@ from arena_server.api.remote_check import check_remote_bot
 from arena_server.bots.conformance import Finding, check_bot, format_finding, format_report, format_summary
 from arena_server.cli import CliError
 from arena_server.seats.framing import Framing
+from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
-from arena_server.seats.subprocess_seat import BotProgram
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -1,7 +1,8 @@
 """Subprocess seats: a bot program that plays over its stdin and stdout.
 
-:class:`BotProgram` says how to run a bot (command, framing, working directory,
-limits); :class:`SubprocessSeat` runs it for the referee. The process is started
+:class:`~arena_server.seats.process.BotProgram` says how to run a bot (command,
+framing, working directory, limits) and :class:`~arena_server.seats.process.BotProcess`
+starts and stops it; :class:`SubprocessSeat` speaks the protocol with it for the referee. The process is started
 when a match starts and must send a Hello within the start-up timeout; it is
 stopped when the match ends, unless its Hello asked for ``keep_alive``, in which
 case it plays the seat's next match too and is stopped by :meth:`SubprocessSeat.close`.
@@ -21,17 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shlex
-import shutil
-import signal
-import tempfile
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
@@ -40,137 +32,22 @@ from arena_server.referee.clock import LoopLag
 from arena_server.referee.records import Answer
 from arena_server.referee.seat import Seat
 from arena_server.seats.framing import (
-    DEFAULT_MAX_MESSAGE_BYTES,
     FrameError,
     FrameParser,
     Framing,
     encode,
     parse_payload,
 )
-from arena_server.seats.sandbox import (
-    EXIT_REPORT,
-    LaunchSpec,
-    Limits,
-    bot_environment,
-    build_launch,
-    probe_isolation,
+from arena_server.seats.process import (
+    STDIN_BACKLOG_LIMIT,
+    BotProcess,
+    BotProgram,
+    CappedLog,
+    describe_exit,
 )
 
 PROTOCOL_VERSION = "arena.v1"
 SERVER_VERSION = "arena/0.1"
-
-_STDIN_BACKLOG_LIMIT = 4 << 20
-"""Bytes the server may have queued for a bot's stdin before deciding the bot does not read it."""
-
-
-@dataclass(frozen=True)
-class BotProgram:
-    """How to run a subprocess bot: everything a registered bot needs to become a seat.
-
-    Attributes:
-        command: A shell command line (run with ``/bin/sh -c``) or an argv list (run directly).
-        framing: ``json`` (JSON lines) or ``proto`` (length-delimited protobuf).
-        workdir: The bot's working directory (its files); a fresh empty one when None.
-            It must be readable by the bot's user (``nobody`` when the server is root).
-        limits: Resource limits and isolation.
-        env: Extra environment variables; the server's own environment is never passed on.
-        startup_timeout: Seconds from starting the process to its Hello.
-        exit_grace: Seconds a bot may take to exit by itself after MatchEnded.
-        max_message_bytes: Largest message accepted from the bot.
-        log_bytes: Size of the stderr log kept per process (head and tail are kept).
-    """
-
-    command: str | Sequence[str]
-    framing: Framing = Framing.JSON
-    workdir: str | Path | None = None
-    limits: Limits = field(default_factory=Limits)
-    env: Mapping[str, str] = field(default_factory=dict)
-    startup_timeout: float = 10.0
-    exit_grace: float = 0.5
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    log_bytes: int = 64 << 10
-
-    def argv(self) -> list[str]:
-        if isinstance(self.command, str):
-            return ["/bin/sh", "-c", self.command]
-        return list(self.command)
-
-    def describe(self) -> str:
-        cmd = self.command if isinstance(self.command, str) else shlex.join(self.command)
-        return f"{cmd!r} ({self.framing} framing)"
-
-
-class CappedLog:
-    """A bounded text log: keeps the first and the last bytes, counts what was dropped."""
-
-    def __init__(self, capacity: int) -> None:
-        self.head_cap = capacity // 4
-        self.tail_cap = capacity - self.head_cap
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-        self.total = 0
-
-    def write(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if not data:
-            return
-        self.tail += data
-        excess = len(self.tail) - self.tail_cap
-        if excess > 0:
-            del self.tail[:excess]
-            self.dropped += excess
-
-    def note(self, text: str) -> None:
-        """A line from the server itself, marked ``[arena]``."""
-        self.write(f"[arena] {text}\n".encode())
-
-    def text(self) -> str:
-        middle = f"\n[arena] ... {self.dropped} bytes of stderr dropped ...\n".encode() if self.dropped else b""
-        return (bytes(self.head) + middle + bytes(self.tail)).decode("utf-8", "replace")
-
-    def last_line(self, skip_notes: bool = True, limit: int = 200) -> str:
-        """The last non-empty line the bot wrote (server notes skipped)."""
-        for line in reversed(self.text().splitlines()):
-            line = line.strip()
-            if line and not (skip_notes and line.startswith("[arena]")):
-                return line if len(line) <= limit else line[: limit - 3] + "..."
-        return ""
-
-
-def describe_exit(returncode: int | None, limits: Limits, log: str = "") -> str:
-    """Words for how a process ended (``log``: its stderr log, where the namespace init reports signals)."""
-    if returncode is None:
-        return "closed its stdout"
-    number = -returncode
-    if returncode > 128 and EXIT_REPORT in log:
-        reported = log.rsplit(EXIT_REPORT, 1)[1].split(maxsplit=1)[0]
-        if reported.isdigit():
-            number = int(reported)
-    if number <= 0:
-        return f"exited with status {returncode}"
-    try:
-        name = signal.Signals(number).name
-    except ValueError:
-        name = f"signal {number}"
-    hint = ""
-    if name == "SIGKILL":
-        hint = (
-            f" (a resource limit: CPU time {limits.cpu_seconds}s or memory, or killed from outside)"
-            if limits.cpu_seconds
-            else ""
-        )
-    elif name == "SIGXCPU":
-        hint = f" (it used up its CPU time limit of {limits.cpu_seconds}s)"
-    elif name == "SIGXFSZ":
-        hint = " (it wrote a file larger than its file size limit)"
-    elif name == "SIGSEGV":
-        hint = " (a segmentation fault)"
-    return f"was killed by {name}{hint}"
 
 
 class SubprocessSeat(Seat):
@@ -187,7 +64,6 @@ class SubprocessSeat(Seat):
         self.program = program
         self.log = CappedLog(program.log_bytes)
         self.hello: bs.Hello | None = None
-        self.returncode: int | None = None
         self.messages_received = 0
         self.last_sent: bs.ServerMessage | None = None
         """The last message written to the bot (for failure reports such as ``arena check-bot``)."""
@@ -197,12 +73,9 @@ class SubprocessSeat(Seat):
         """The start of the frame or line the bot wrote that could not be read (quoted), if any."""
         self.last_turn: bs.ServerMessage | None = None
         """The last Turn the bot was given."""
-        self._proc: asyncio.subprocess.Process | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._process = BotProcess(program, self.log)
         self._parser: FrameParser | None = None
-        self._pipes: _BotPipes | None = None
         """The stdout codec of the running process; None once its output is no longer read."""
-        self._scratch: str | None = None
         self._hello_future: asyncio.Future[bs.Hello | Answer] | None = None
         self._pending: tuple[int, asyncio.Future[tuple[int, float] | Answer | None]] | None = None
         self._failure: Answer | None = None
@@ -210,8 +83,6 @@ class SubprocessSeat(Seat):
         self._past_matches: set[str] = set()
         self._latest_turn = 0
         self._answered: set[int] = set()
-        self._stopping = False
-        self._exited = asyncio.Event()
         self._last_received = "nothing"
 
     # -- public helpers ---------------------------------------------------------------------------
@@ -227,11 +98,20 @@ class SubprocessSeat(Seat):
 
     @property
     def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
+        return self._process.pid
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.returncode is None and not self._stopping
+        return self._process.running
+
+    @property
+    def returncode(self) -> int | None:
+        """How the bot's last process ended (None while it runs, or when it was killed before it ended)."""
+        return self._process.returncode
+
+    @property
+    def _scratch(self) -> str | None:
+        return self._process.scratch
 
     # -- Seat -------------------------------------------------------------------------------------
 
@@ -327,9 +207,7 @@ class SubprocessSeat(Seat):
     async def close(self) -> None:
         """Stop the process (if any) and remove the scratch directory."""
         await self._stop()
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            self._scratch = None
+        self._process.remove_scratch()
 
     async def __aenter__(self) -> SubprocessSeat:
         return self
@@ -339,65 +217,24 @@ class SubprocessSeat(Seat):
 
     # -- the process ------------------------------------------------------------------------------
 
-    async def _launch_spec(self) -> LaunchSpec:
-        program = self.program
-        limits = program.limits
-        isolation = await probe_isolation(limits)
-        if limits.require_isolation and not isolation.network_isolated and not limits.network:
-            raise RuntimeError(f"network isolation is required but not available here ({isolation.description})")
-        workdir = str(program.workdir) if program.workdir is not None else None
-        scratch = None
-        if isolation.filesystem != "newroot":  # otherwise the bot's /tmp is a tmpfs that dies with it
-            if self._scratch is None:
-                self._scratch = tempfile.mkdtemp(prefix="arena-bot-")
-            scratch = self._scratch
-            if isolation.owner is not None:
-                os.chown(scratch, *isolation.owner)
-        env = bot_environment(scratch or "/tmp", program.env)
-        return build_launch(program.argv(), workdir, env, limits, isolation, workdir=workdir, scratch=scratch)
-
     async def _spawn(self) -> Answer | None:
         program = self.program
         self.log = CappedLog(program.log_bytes)
         self.hello = None
+        self._process.log = self.log
         self._failure = None
-        self._stopping = False
-        self._exited = asyncio.Event()
-        self.returncode = None
         self.messages_received = 0
         self.last_sent = None
         self.last_received = None
         self.last_turn = None
         self._last_received = "nothing"
         self._past_matches = set()
-        try:
-            spec = await self._launch_spec()
-        except (OSError, RuntimeError, KeyError) as exc:
-            return Answer(None, 0.0, Termination.CRASH, f"could not be started: {exc}")
-        for note in spec.notes:
-            self.log.note(note)
-        self.log.note(f"command: {program.describe()} in {spec.cwd}")
         loop = asyncio.get_running_loop()
         self._hello_future = loop.create_future()
         self._parser = FrameParser(program.framing, program.max_message_bytes)
-        try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _BotPipes(loop, self._on_stdout, self._on_stdout_eof, self._on_stderr),
-                *spec.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=spec.cwd,
-                env=spec.env,
-                preexec_fn=spec.preexec,
-                **spec.popen_kwargs,  # type: ignore[arg-type]
-            )
-        except OSError as exc:
-            return Answer(None, 0.0, Termination.CRASH, f"could not be started: {exc}")
-        self._proc = proc = asyncio.subprocess.Process(transport, protocol, loop)
-        protocol.stamp_reads(transport)
-        self._pipes = protocol
-        self._tasks = [asyncio.ensure_future(self._watch_exit(proc))]
+        problem = await self._process.start(self._on_stdout, self._on_stdout_eof, self._on_stderr)
+        if problem is not None:
+            return Answer(None, 0.0, Termination.CRASH, problem)
         started = time.perf_counter()
         try:
             hello = await asyncio.wait_for(asyncio.shield(self._hello_future), program.startup_timeout)
@@ -437,24 +274,18 @@ class SubprocessSeat(Seat):
         return None
 
     def _send(self, message: bs.ServerMessage) -> None:
-        proc = self._proc
-        if proc is None or proc.stdin is None or proc.stdin.is_closing():
+        if not self._process.writable:
             return
         self.last_sent = message
-        try:
-            proc.stdin.write(encode(message, self.program.framing))
-        except (BrokenPipeError, ConnectionResetError):
-            return
-        transport = proc.stdin.transport
-        if transport.get_write_buffer_size() > _STDIN_BACKLOG_LIMIT:
+        if not self._process.write(encode(message, self.program.framing)):
             self._fail(
                 Termination.PROTOCOL_ERROR,
-                f"does not read its stdin: more than {_STDIN_BACKLOG_LIMIT >> 20} MiB of messages are waiting for it",
+                f"does not read its stdin: more than {STDIN_BACKLOG_LIMIT >> 20} MiB of messages are waiting for it",
             )
 
     def _fail(self, termination: Termination, reason: str, error: bs.Error | None = None) -> None:
         """Record the first failure and wake whoever waits for the bot."""
-        if self._failure is not None or self._stopping:
+        if self._failure is not None or self._process.stopping:
             return
         failure = Answer(None, 0.0, termination, reason)
         self._failure = failure
@@ -497,7 +328,7 @@ class SubprocessSeat(Seat):
         if parser is None:
             return
         self._parser = None
-        if self._stopping:
+        if self._process.stopping:
             return
         try:
             parser.eof()
@@ -509,7 +340,7 @@ class SubprocessSeat(Seat):
                 bs.Error(code=bs.ERROR_CODE_BAD_MESSAGE, message=exc.message, fatal=True),
             )
             return
-        self._tasks.append(asyncio.ensure_future(self._on_eof()))
+        self._process.spawn_task(self._on_eof())
 
     def _on_stderr(self, data: bytes) -> None:
         self.log.write(data)
@@ -629,12 +460,13 @@ class SubprocessSeat(Seat):
         )
 
     async def _on_eof(self) -> None:
-        if self._stopping:
+        process = self._process
+        if process.stopping:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._exited.wait(), 2.0)
-        how = describe_exit(self.returncode, self.program.limits, self.log.text())
-        if self.returncode is None:
+            await asyncio.wait_for(process.exited.wait(), 2.0)
+        how = describe_exit(process.returncode, self.program.limits, self.log.text())
+        if process.returncode is None:
             how = "closed its stdout"
         where = "before sending Hello" if self.hello is None else self._where()
         reason = f"{how} {where}"
@@ -643,110 +475,10 @@ class SubprocessSeat(Seat):
             reason += f"; its stderr ends with {last!r}"
         self._fail(Termination.CRASH, reason)
 
-    async def _watch_exit(self, proc: asyncio.subprocess.Process) -> None:
-        self.returncode = await proc.wait()
-        self._exited.set()
-
     async def _stop(self, graceful: bool = False) -> None:
-        """End the process: optionally let it exit by itself, then kill its group and reap it."""
-        proc = self._proc
-        if proc is None:
-            return
-        self._stopping = True
-        if proc.stdin is not None and not proc.stdin.is_closing():
-            proc.stdin.close()
-        if graceful and proc.returncode is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._exited.wait(), self.program.exit_grace)
-        still_running = self.returncode is None
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._exited.wait(), 5.0)
-        # The pipes normally end at once; a descendant that escaped the group could hold them open.
-        if self._pipes is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._pipes.output_closed.wait(), 1.0)
-        _done, pending = await asyncio.wait(self._tasks, timeout=1.0) if self._tasks else (set(), set())
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
-        transport: Any = getattr(proc, "_transport", None)
-        if transport is not None:
-            transport.close()
-        if still_running:
-            how = "killed by the server (SIGKILL to its process group)"
-        else:
-            how = describe_exit(self.returncode, self.program.limits, self.log.text())
-        self.log.note(f"process {proc.pid} stopped: {how}")
-        self._proc = None
-        self._pipes = None
+        """End the bot's process (see :meth:`BotProcess.stop`); its output is no longer read."""
+        await self._process.stop(graceful)
         self._parser = None
-        self._tasks = []
-
-
-class _BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
-    """The process's pipes: stdout and stderr go straight to callbacks as they arrive.
-
-    stdin keeps asyncio's StreamWriter. Reading stdout here, in the event loop's
-    own callback, saves a reader task, a StreamReader buffer and an await per
-    message on every move.
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        on_stdout: Callable[[bytes, float | None], None],
-        on_stdout_eof: Callable[[], None],
-        on_stderr: Callable[[bytes], None],
-    ) -> None:
-        super().__init__(limit=1 << 16, loop=loop)
-        self.output_closed = asyncio.Event()
-        """Set when both stdout and stderr have reached their end (everything the bot wrote was seen)."""
-        self._open_outputs = 2
-        self._on_stdout = on_stdout
-        self._on_stdout_eof = on_stdout_eof
-        self._on_stderr = on_stderr
-        self._read_at: deque[float] = deque()
-
-    def stamp_reads(self, transport: asyncio.SubprocessTransport) -> None:
-        """Note the moment each stdout chunk is read from the pipe.
-
-        asyncio hands pipe data to :meth:`pipe_data_received` one loop
-        iteration after reading it; under load that iteration can come much
-        later, and the bot must not be charged for it.
-        """
-        pipe = transport.get_pipe_transport(1)
-        proto: Any = pipe.get_protocol() if pipe is not None else None
-        if proto is None:
-            return
-        forward = proto.data_received
-        stamps = self._read_at
-
-        def data_received(data: bytes) -> None:
-            stamps.append(time.perf_counter())
-            forward(data)
-
-        proto.data_received = data_received
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        assert isinstance(data, bytes)
-        if fd == 1:
-            self._on_stdout(data, self._read_at.popleft() if self._read_at else None)
-        elif fd == 2:
-            self._on_stderr(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1:
-            self._on_stdout_eof()
-        if fd in (1, 2):
-            self._open_outputs -= 1
-            if not self._open_outputs:
-                self.output_closed.set()
-        super().pipe_connection_lost(fd, exc)
 
 
 _EXPIRED = None
