@@ -4,7 +4,8 @@
 ``lab_win_if_can``, ``lab_blocking``, ``lab_minimax``, ``lab_alpha_beta``,
 ``lab_pure_mc`` and ``lab_uct`` are the lab's players (hosted as ``lab-...``;
 the search ones keep bugs B1/B2 and say so in their names), ``minimax`` and
-``alpha_beta`` the corrected players, ``mcts`` UCT for any m,n,k board. Numba
+``alpha_beta`` the corrected players, ``pure_mc`` the lab's Pure MC on the correct win
+test, ``mcts`` UCT for any m,n,k board. Numba
 kernels sit beside them (``*_kernels.py``); :mod:`.board` is the shared base.
 """
 
@@ -19,4 +20,5 @@ from arena_bots.tic_tac_toe import (  # noqa: F401  (registers the hosted bots)
     lab_win_if_can,
     mcts,
     minimax,
+    pure_mc,
 )

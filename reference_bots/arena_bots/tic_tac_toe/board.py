@@ -79,6 +79,7 @@ class LabBot(TicTacToeBot):
 
     bot_name = "lab"
     max_cells = 26 * 26
+    cost = "plays without search"
 
     def check_board(self, rows: int, cols: int, k: int) -> None:
         if not rows == cols == k:
@@ -88,8 +89,8 @@ class LabBot(TicTacToeBot):
             )
         if rows * cols > self.max_cells:
             raise UnsupportedBoard(
-                f"{self.bot_name} searches the whole game tree, which is out of reach beyond "
-                f"{self.max_cells} cells; this board is {rows}x{cols}; play mcts on it"
+                f"{self.bot_name} is too slow for the ladder's clock beyond {self.max_cells} cells (it "
+                f"{self.cost}); this board is {rows}x{cols}; play mcts on it"
             )
 
     def choose(self, board: np.ndarray, seat: int) -> int:

@@ -29,6 +29,7 @@ class LabAlphaBeta(LabBot):
     """AlphaBetaPlayer exactly as the lab coded it (B1, B1b, B2)."""
 
     name = bot_name = "lab-alphabeta-buggy"
+    cost = "searches the whole game tree"
     max_cells = 9
 
     def lab_move(self, board: np.ndarray, p: int) -> int:

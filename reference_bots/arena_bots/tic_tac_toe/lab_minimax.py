@@ -34,6 +34,7 @@ class LabMinimax(LabBot):
     """MinimaxPlayer exactly as the lab coded it (B1, B1b, Q1)."""
 
     name = bot_name = "lab-minimax-buggy"
+    cost = "searches the whole game tree"
     max_cells = 9
 
     def lab_move(self, board: np.ndarray, p: int) -> int:

@@ -23,6 +23,7 @@ class LabPureMC(LabBot):
     """MonteCarloPlayer: the most playout wins among the candidates."""
 
     name = bot_name = "lab-pure-mc"
+    cost = "runs 1000 playouts per empty cell"
     max_cells = 49
 
     def __init__(self, seed: int = 0, simulations: int = SIMULATIONS) -> None:

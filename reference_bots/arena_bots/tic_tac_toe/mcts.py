@@ -31,13 +31,14 @@ HOSTED_SECONDS = 0.25
 MAX_NODES = 1 << 19
 MAX_EDGES = 1 << 22
 CHUNK = 64
+AUTO_NEAR_CELLS = 25
 
 
 class Tree:
     """Preallocated arrays for one search tree (reused for every move of a match)."""
 
     def __init__(self, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES) -> None:
-        self.meta = np.zeros(8, dtype=np.int64)
+        self.meta = np.zeros(10, dtype=np.int64)
         self.visits = np.zeros(max_nodes, dtype=np.int64)
         self.wins = np.zeros(max_nodes, dtype=np.float64)
         self.edge_start = np.zeros(max_nodes, dtype=np.int64)
@@ -71,10 +72,14 @@ def mcts_move(
     draw_reward: float = 0.5,
     policy: int = 0,
     ordered: bool = False,
+    near: int = 0,
+    threats: bool = False,
 ) -> tuple[int, int]:
     """Search ``board`` for ``seat``: (the most visited root move, simulations run).
 
-    Runs ``simulations`` iterations if given, otherwise as many as fit in ``seconds``.
+    Runs ``simulations`` iterations if given, otherwise as many as fit in ``seconds``. With
+    ``near = d > 0`` the tree only considers empty cells within d cells of a mark; with
+    ``threats`` a node where the player to move can win in one (or must block) has only that move.
     """
     if simulations <= 0 and seconds <= 0:
         raise ValueError("mcts needs a budget: simulations > 0 or seconds > 0")
@@ -82,6 +87,8 @@ def mcts_move(
     tree.meta[K.ROWS], tree.meta[K.COLS], tree.meta[K.K] = rows, cols, k
     tree.meta[K.POLICY] = policy
     tree.meta[K.ORDERED] = 1 if ordered else 0
+    tree.meta[K.NEAR] = near
+    tree.meta[K.THREATS] = 1 if threats else 0
     arrays = tree.arrays()
     K.reset_tree(board, seat, *arrays)
     done = 0
@@ -114,9 +121,11 @@ class MCTSBot(TicTacToeBot):
 
     def __init__(
         self, seed: int = 0, *, seconds: float = HOSTED_SECONDS, simulations: int = 0, policy: int = 0,
-        c: float = math.sqrt(2),
+        c: float = math.sqrt(2), near: int | None = None, threats: bool = True,
     ) -> None:  # fmt: skip
         super().__init__()
+        self.near = near
+        self.threats = threats
         self.seconds = seconds
         self.simulations = simulations
         self.policy = policy
@@ -135,6 +144,7 @@ class MCTSBot(TicTacToeBot):
         move, self.last_simulations = mcts_move(
             board, self.rows, self.cols, self.k, seat, self.tree, self.rng,
             simulations=self.simulations, seconds=self.seconds, c=self.c, policy=self.policy,
+            threats=self.threats, near=self.near if self.near is not None else (0 if board.size <= AUTO_NEAR_CELLS else 1),
         )  # fmt: skip
         return move
 
