@@ -202,8 +202,9 @@ def search(
     root_empties = np.flatnonzero(board < 0).astype(np.int64)
     empties = np.empty(board.size, dtype=np.int64)
     path = np.empty(board.size + 2, dtype=np.int64)
+    state = np.empty_like(board)
     for _ in range(iterations):
-        state = board.copy()
+        state[:] = board
         n_empty = root_empties.size
         empties[:n_empty] = root_empties
         node = 0
