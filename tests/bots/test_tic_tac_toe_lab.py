@@ -9,6 +9,7 @@ from functools import cache
 import numpy as np
 import pytest
 
+from arena_bots.numba_helpers import seed_state
 from arena_bots.tic_tac_toe.board import UnsupportedBoard, lab_board
 from arena_bots.tic_tac_toe.lab_alpha_beta import LabAlphaBeta, lab_alphabeta
 from arena_bots.tic_tac_toe.lab_blocking import LabBlocking
@@ -17,7 +18,6 @@ from arena_bots.tic_tac_toe.lab_minimax import LabCrash, LabMinimax, lab_minimax
 from arena_bots.tic_tac_toe.lab_pure_mc import LabPureMC
 from arena_bots.tic_tac_toe.lab_random import LabRandom
 from arena_bots.tic_tac_toe.lab_win_if_can import LabWinIfCan
-from arena_bots.numba_helpers import seed_state
 from arena_bots.tic_tac_toe.play import play
 from arena_client import MatchInfo, SeatInfo, TimeControl
 
@@ -142,7 +142,7 @@ def _sweep(search: object, as_first: bool) -> Counter[str]:
             return
         p = to_move(b)
         if p == me:
-            value, cell, _ = search(b, p)  # type: ignore[operator]
+            _, cell, _ = search(b, p)  # type: ignore[operator]
             if cell < 0:
                 out["crash"] += 1
                 return
@@ -251,7 +251,9 @@ def test_lab_board_maps_arena_seats_to_the_lab_marks() -> None:
     ],
 )
 def test_lab_bots_refuse_boards_beyond_them(bot: LabMinimax, rows: int, cols: int, k: int, words: str) -> None:
-    info = MatchInfo("m", "tic_tac_toe", {"rows": rows, "cols": cols, "k": k}, 0, (SeatInfo(0, "a"),), TimeControl(), "")
+    info = MatchInfo(
+        "m", "tic_tac_toe", {"rows": rows, "cols": cols, "k": k}, 0, (SeatInfo(0, "a"),), TimeControl(), ""
+    )
     with pytest.raises(UnsupportedBoard, match="play mcts") as exc:
         bot.on_match_start(info)
     assert words in str(exc.value) or f"{rows}x{cols}" in str(exc.value)

@@ -20,7 +20,9 @@ from arena_games import load_game
 
 def start(bot: TicTacToeBot, rows: int, cols: int, k: int, seat: int = 0) -> None:
     params: dict[str, int | str | bool] = {"rows": rows, "cols": cols, "k": k}
-    bot.on_match_start(MatchInfo("m", "tic_tac_toe", params, seat, (SeatInfo(0, "a"), SeatInfo(1, "b")), TimeControl(), ""))
+    bot.on_match_start(
+        MatchInfo("m", "tic_tac_toe", params, seat, (SeatInfo(0, "a"), SeatInfo(1, "b")), TimeControl(), "")
+    )
 
 
 def gomoku(own: list[int], other: list[int], seat: int = 0) -> np.ndarray:
@@ -60,7 +62,7 @@ def test_mcts_respects_a_simulation_budget_and_a_time_budget() -> None:
 
 def test_hosted_mcts_budget_fits_the_ladder_clock() -> None:
     default_clock = TimeControl().per_move.total_seconds()
-    assert HOSTED_SECONDS <= default_clock / 3
+    assert default_clock / 3 >= HOSTED_SECONDS
 
 
 def test_mcts_does_not_lose_on_3x3() -> None:

@@ -28,7 +28,9 @@ FIXED_GAME = (0, 4, 1, 2, 6, 3, 5, 7, 8)  # (0,0) (1,1) (0,1) (0,2) (2,0) (1,0) 
 
 def start(bot: TicTacToeBot, seat: int, rows: int = 3, cols: int = 3, k: int = 3) -> None:
     params: dict[str, int | str | bool] = {"rows": rows, "cols": cols, "k": k}
-    bot.on_match_start(MatchInfo("m", "tic_tac_toe", params, seat, (SeatInfo(0, "a"), SeatInfo(1, "b")), TimeControl(), ""))
+    bot.on_match_start(
+        MatchInfo("m", "tic_tac_toe", params, seat, (SeatInfo(0, "a"), SeatInfo(1, "b")), TimeControl(), "")
+    )
 
 
 def sweep(bot: TicTacToeBot, seat: int, rows: int = 3, cols: int = 3, k: int = 3) -> Counter[str]:

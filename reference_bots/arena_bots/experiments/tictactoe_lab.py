@@ -97,7 +97,14 @@ class Tally:
 
 def lab_players(seed: int) -> list[TicTacToeBot]:
     """The lab's six tournament players in the lab's order (fresh, seeded)."""
-    return [LabRandom(seed), LabBlocking(seed + 1), LabWinIfCan(seed + 2), LabMinimax(), LabAlphaBeta(), LabPureMC(seed + 3)]
+    return [
+        LabRandom(seed),
+        LabBlocking(seed + 1),
+        LabWinIfCan(seed + 2),
+        LabMinimax(),
+        LabAlphaBeta(),
+        LabPureMC(seed + 3),
+    ]
 
 
 def corrected_players(seed: int) -> list[TicTacToeBot]:
@@ -338,15 +345,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"`mcts` (UCT, c = sqrt 2, random playouts, win/block in one checked first) at {move_time:g} s a move "
         f"against `alphabeta-d2` (2 plies, line-count evaluation, wins/blocks in one) and `pure-mc` (the lab's "
-        f"Pure MC, 1000 playouts per candidate, on the correct win test); {strength_games} games per matchup, "
+        f"Pure MC, {1000 if not args.quick else 50} playouts per candidate, on the correct win test); "
+        f"{strength_games} games per matchup, "
         "half with each first. The machine is shared by other jobs, so MCTS's simulations per move vary.",
         "",
         *MATCHUP_HEAD,
     )
+    per_candidate = 50 if args.quick else 1000
     for rows, k in ((7, 4), (15, 5)):
         for opp_name, make_opp in (
             ("alphabeta-d2", lambda s: DepthLimitedAlphaBeta(2)),
-            ("pure-mc", lambda s: PureMC(s, max_cells=None)),
+            ("pure-mc", lambda s: PureMC(s, per_candidate=per_candidate, max_cells=None)),
         ):
             w4, l4, d4, secs = matchup(
                 lambda s: MCTSBot(s, seconds=move_time), make_opp, strength_games, rows, rows, k, seed

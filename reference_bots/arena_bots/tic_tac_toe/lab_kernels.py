@@ -38,7 +38,7 @@ def lab_won(board: np.ndarray, player: int) -> bool:
             return True
         d1 += board[i, i]
         d2 += board[i, n - 1 - i]
-    return d1 * player >= n or d2 * player >= n
+    return bool(d1 * player >= n or d2 * player >= n)
 
 
 @njit(cache=True)

@@ -141,10 +141,11 @@ class MCTSBot(TicTacToeBot):
             return forced
         if self.tree is None:
             self.tree = Tree()
+        near = self.near if self.near is not None else (0 if board.size <= AUTO_NEAR_CELLS else 1)
         move, self.last_simulations = mcts_move(
             board, self.rows, self.cols, self.k, seat, self.tree, self.rng,
             simulations=self.simulations, seconds=self.seconds, c=self.c, policy=self.policy,
-            threats=self.threats, near=self.near if self.near is not None else (0 if board.size <= AUTO_NEAR_CELLS else 1),
+            threats=self.threats, near=near,
         )  # fmt: skip
         return move
 

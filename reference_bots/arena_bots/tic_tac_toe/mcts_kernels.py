@@ -48,7 +48,7 @@ def _forced(state: np.ndarray, rows: int, cols: int, k: int, empties: np.ndarray
     for i in range(n_empty):
         cell = empties[i]
         if wins_through(state, rows, cols, k, cell, seat):
-            return cell
+            return int(cell)
         if block < 0 and wins_through(state, rows, cols, k, cell, 1 - seat):
             block = cell
     return block
@@ -56,9 +56,22 @@ def _forced(state: np.ndarray, rows: int, cols: int, k: int, empties: np.ndarray
 
 @njit(cache=True)
 def _open_node(
-    state: np.ndarray, node: int, mover: int, terminal: int, empties: np.ndarray, n_empty: int, meta: np.ndarray,
-    visits: np.ndarray, wins: np.ndarray, edge_start: np.ndarray, n_edges: np.ndarray, n_tried: np.ndarray,
-    term: np.ndarray, movers: np.ndarray, edge_move: np.ndarray, edge_child: np.ndarray,
+    state: np.ndarray,
+    node: int,
+    mover: int,
+    terminal: int,
+    empties: np.ndarray,
+    n_empty: int,
+    meta: np.ndarray,
+    visits: np.ndarray,
+    wins: np.ndarray,
+    edge_start: np.ndarray,
+    n_edges: np.ndarray,
+    n_tried: np.ndarray,
+    term: np.ndarray,
+    movers: np.ndarray,
+    edge_move: np.ndarray,
+    edge_child: np.ndarray,
 ) -> bool:
     """Initialise ``node``; False if its edge block does not fit (then it is not created).
 
@@ -110,8 +123,17 @@ def _open_node(
 
 @njit(cache=True)
 def reset_tree(
-    board: np.ndarray, seat: int, meta: np.ndarray, visits: np.ndarray, wins: np.ndarray, edge_start: np.ndarray,
-    n_edges: np.ndarray, n_tried: np.ndarray, term: np.ndarray, movers: np.ndarray, edge_move: np.ndarray,
+    board: np.ndarray,
+    seat: int,
+    meta: np.ndarray,
+    visits: np.ndarray,
+    wins: np.ndarray,
+    edge_start: np.ndarray,
+    n_edges: np.ndarray,
+    n_tried: np.ndarray,
+    term: np.ndarray,
+    movers: np.ndarray,
+    edge_move: np.ndarray,
     edge_child: np.ndarray,
 ) -> None:
     """Make a one-node tree for ``seat`` to move on ``board``."""
@@ -120,8 +142,22 @@ def reset_tree(
     meta[NEXT_EDGE] = 0
     meta[ROOT_SEAT] = seat
     _open_node(
-        board, 0, 1 - seat, NOT_TERMINAL, empties, empties.size, meta, visits, wins, edge_start, n_edges, n_tried, term,
-        movers, edge_move, edge_child,
+        board,
+        0,
+        1 - seat,
+        NOT_TERMINAL,
+        empties,
+        empties.size,
+        meta,
+        visits,
+        wins,
+        edge_start,
+        n_edges,
+        n_tried,
+        term,
+        movers,
+        edge_move,
+        edge_child,
     )
 
 
@@ -155,7 +191,14 @@ def _local_win(state: np.ndarray, rows: int, cols: int, k: int, through: int, se
 
 @njit(cache=True)
 def _playout(
-    state: np.ndarray, empties: np.ndarray, n_empty: int, seat: int, rows: int, cols: int, k: int, policy: int,
+    state: np.ndarray,
+    empties: np.ndarray,
+    n_empty: int,
+    seat: int,
+    rows: int,
+    cols: int,
+    k: int,
+    policy: int,
     rng: np.ndarray,
 ) -> int:
     """Play to the end from ``state`` with ``seat`` to move: the winning seat, or DRAW.
@@ -189,9 +232,21 @@ def _playout(
 
 @njit(cache=True)
 def search(
-    board: np.ndarray, iterations: int, c: float, draw_reward: float, rng: np.ndarray, meta: np.ndarray,
-    visits: np.ndarray, wins: np.ndarray, edge_start: np.ndarray, n_edges: np.ndarray, n_tried: np.ndarray,
-    term: np.ndarray, movers: np.ndarray, edge_move: np.ndarray, edge_child: np.ndarray,
+    board: np.ndarray,
+    iterations: int,
+    c: float,
+    draw_reward: float,
+    rng: np.ndarray,
+    meta: np.ndarray,
+    visits: np.ndarray,
+    wins: np.ndarray,
+    edge_start: np.ndarray,
+    n_edges: np.ndarray,
+    n_tried: np.ndarray,
+    term: np.ndarray,
+    movers: np.ndarray,
+    edge_move: np.ndarray,
+    edge_child: np.ndarray,
 ) -> None:
     """Run ``iterations`` more select-expand-playout-backpropagate rounds on the tree in the arrays."""
     rows = meta[ROWS]
@@ -229,8 +284,22 @@ def search(
                 terminal = seat if win else (DRAW if n_empty == 0 else NOT_TERMINAL)
                 child = meta[NEXT_NODE]
                 if child < visits.size and _open_node(
-                    state, child, seat, terminal, empties, n_empty, meta, visits, wins, edge_start, n_edges, n_tried,
-                    term, movers, edge_move, edge_child,
+                    state,
+                    child,
+                    seat,
+                    terminal,
+                    empties,
+                    n_empty,
+                    meta,
+                    visits,
+                    wins,
+                    edge_start,
+                    n_edges,
+                    n_tried,
+                    term,
+                    movers,
+                    edge_move,
+                    edge_child,
                 ):
                     meta[NEXT_NODE] = child + 1
                     t = e0 + n_tried[node]
@@ -240,12 +309,16 @@ def search(
                     n_tried[node] += 1
                     path[depth] = child
                     depth += 1
-                    result = terminal if terminal != NOT_TERMINAL else _playout(
-                        state, empties, n_empty, 1 - seat, rows, cols, k, policy, rng
+                    result = (
+                        terminal
+                        if terminal != NOT_TERMINAL
+                        else _playout(state, empties, n_empty, 1 - seat, rows, cols, k, policy, rng)
                     )
                 else:  # the arrays are full: play out without growing the tree
-                    result = terminal if terminal != NOT_TERMINAL else _playout(
-                        state, empties, n_empty, 1 - seat, rows, cols, k, policy, rng
+                    result = (
+                        terminal
+                        if terminal != NOT_TERMINAL
+                        else _playout(state, empties, n_empty, 1 - seat, rows, cols, k, policy, rng)
                     )
                 break
             # every child tried: UCT
@@ -275,8 +348,14 @@ def search(
 
 
 @njit(cache=True)
-def best_root_move(visits: np.ndarray, edge_start: np.ndarray, n_edges: np.ndarray, n_tried: np.ndarray,
-                   edge_move: np.ndarray, edge_child: np.ndarray) -> int:
+def best_root_move(
+    visits: np.ndarray,
+    edge_start: np.ndarray,
+    n_edges: np.ndarray,
+    n_tried: np.ndarray,
+    edge_move: np.ndarray,
+    edge_child: np.ndarray,
+) -> int:
     """The root child with the most visits (the first such in edge order), or -1 if none was tried."""
     best = -1
     move = -1
@@ -290,7 +369,13 @@ def best_root_move(visits: np.ndarray, edge_start: np.ndarray, n_edges: np.ndarr
 
 @njit(cache=True)
 def flat_mc_move(
-    board: np.ndarray, rows: int, cols: int, k: int, seat: int, per_candidate: int, rng: np.ndarray,
+    board: np.ndarray,
+    rows: int,
+    cols: int,
+    k: int,
+    seat: int,
+    per_candidate: int,
+    rng: np.ndarray,
     scores: np.ndarray,
 ) -> int:
     """Flat Monte Carlo (the lab's Pure MC on the m,n,k win test): ``per_candidate`` random playouts

@@ -40,8 +40,16 @@ def board_code(board: np.ndarray) -> int:
 
 @njit  # not cached: numba's cache of recursive functions crashes on load
 def _negamax(
-    board: np.ndarray, rows: int, cols: int, k: int, seat: int, empties: int, code: int, pow3: np.ndarray,
-    tt: np.ndarray, nodes: np.ndarray,
+    board: np.ndarray,
+    rows: int,
+    cols: int,
+    k: int,
+    seat: int,
+    empties: int,
+    code: int,
+    pow3: np.ndarray,
+    tt: np.ndarray,
+    nodes: np.ndarray,
 ) -> int:
     nodes[0] += 1
     if tt[code] != UNKNOWN:
@@ -66,7 +74,13 @@ def _negamax(
 
 @njit  # not cached: numba's cache of recursive functions crashes on load
 def minimax_root(
-    board: np.ndarray, rows: int, cols: int, k: int, seat: int, tt: np.ndarray, values: np.ndarray,
+    board: np.ndarray,
+    rows: int,
+    cols: int,
+    k: int,
+    seat: int,
+    tt: np.ndarray,
+    values: np.ndarray,
     nodes: np.ndarray,
 ) -> int:
     """Corrected minimax: the first cell with the best exact value; ``values[cell]`` gets each value."""
@@ -102,8 +116,19 @@ def minimax_root(
 
 @njit  # not cached: numba's cache of recursive functions crashes on load
 def _alphabeta(
-    board: np.ndarray, rows: int, cols: int, k: int, seat: int, empties: int, code: int, alpha: int, beta: int,
-    pow3: np.ndarray, tt: np.ndarray, flag: np.ndarray, nodes: np.ndarray,
+    board: np.ndarray,
+    rows: int,
+    cols: int,
+    k: int,
+    seat: int,
+    empties: int,
+    code: int,
+    alpha: int,
+    beta: int,
+    pow3: np.ndarray,
+    tt: np.ndarray,
+    flag: np.ndarray,
+    nodes: np.ndarray,
 ) -> int:
     nodes[0] += 1
     if empties == 0:
@@ -123,8 +148,19 @@ def _alphabeta(
         else:
             board[cell] = seat
             v = -_alphabeta(
-                board, rows, cols, k, 1 - seat, empties - 1, code + (seat + 1) * pow3[cell], -beta, -alpha,
-                pow3, tt, flag, nodes,
+                board,
+                rows,
+                cols,
+                k,
+                1 - seat,
+                empties - 1,
+                code + (seat + 1) * pow3[cell],
+                -beta,
+                -alpha,
+                pow3,
+                tt,
+                flag,
+                nodes,
             )
             board[cell] = -1
         if v > best:
@@ -140,7 +176,14 @@ def _alphabeta(
 
 @njit  # not cached: numba's cache of recursive functions crashes on load
 def alphabeta_root(
-    board: np.ndarray, rows: int, cols: int, k: int, seat: int, tt: np.ndarray, flag: np.ndarray, nodes: np.ndarray,
+    board: np.ndarray,
+    rows: int,
+    cols: int,
+    k: int,
+    seat: int,
+    tt: np.ndarray,
+    flag: np.ndarray,
+    nodes: np.ndarray,
 ) -> tuple[int, int]:
     """Corrected fail-soft alpha-beta with a table of bounds: (value, first best cell)."""
     pow3 = np.empty(rows * cols, dtype=np.int64)
@@ -165,8 +208,19 @@ def alphabeta_root(
         else:
             board[cell] = seat
             v = -_alphabeta(
-                board, rows, cols, k, 1 - seat, empties - 1, code + (seat + 1) * pow3[cell], -BIG, -alpha,
-                pow3, tt, flag, nodes,
+                board,
+                rows,
+                cols,
+                k,
+                1 - seat,
+                empties - 1,
+                code + (seat + 1) * pow3[cell],
+                -BIG,
+                -alpha,
+                pow3,
+                tt,
+                flag,
+                nodes,
             )
             board[cell] = -1
         if v > best:
@@ -238,7 +292,15 @@ def candidates(board: np.ndarray, rows: int, cols: int, out: np.ndarray) -> int:
 
 @njit  # not cached: numba's cache of recursive functions crashes on load
 def _limited(
-    board: np.ndarray, rows: int, cols: int, k: int, seat: int, empties: int, depth: int, alpha: int, beta: int,
+    board: np.ndarray,
+    rows: int,
+    cols: int,
+    k: int,
+    seat: int,
+    empties: int,
+    depth: int,
+    alpha: int,
+    beta: int,
     nodes: np.ndarray,
 ) -> int:
     nodes[0] += 1
@@ -290,4 +352,4 @@ def limited_root(board: np.ndarray, rows: int, cols: int, k: int, seat: int, dep
             move = cell
         if best > alpha:
             alpha = best
-    return move
+    return int(move)
