@@ -72,12 +72,14 @@ def run_ladder(tmp_path: Path, bots: tuple[str, ...], game: str, timeout: float)
 
 
 @pytest.mark.slow  # about 25 s: server start, numba compiles, every bot waiting for a match
+@pytest.mark.timeout(600)
 def test_tic_tac_toe_ladder_rates_the_new_bots(tmp_path: Path) -> None:
     games = run_ladder(tmp_path, QUICK_BOTS, "tic_tac_toe", 60)
     assert {b for b in QUICK_BOTS if games.get(b, 0) > 0} == set(QUICK_BOTS), games
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_tic_tac_toe_ladder_rates_every_tic_tac_toe_bot(tmp_path: Path) -> None:
     games = run_ladder(tmp_path, ALL_BOTS, "tic_tac_toe", 180)
     assert {b for b in ALL_BOTS if games.get(b, 0) > 0} == set(ALL_BOTS), games

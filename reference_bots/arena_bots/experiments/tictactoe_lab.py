@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from arena_bots.tic_tac_toe.alpha_beta import AlphaBeta, DepthLimitedAlphaBeta
 from arena_bots.tic_tac_toe.board import TicTacToeBot
@@ -236,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     strength_games = args.strength_games if args.strength_games is not None else (2 if args.quick else 6)
     if move_time <= 0 or strength_games < 1:
         parser.error("--move-time must be positive and --strength-games at least 1")
+    parent = Path(args.output).resolve().parent
+    if not parent.is_dir():
+        parser.error(f"--output {args.output}: the directory {parent} does not exist; create it or choose another path")
     seed = args.seed
     t0 = time.perf_counter()
 
