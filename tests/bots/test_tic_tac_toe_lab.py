@@ -247,7 +247,7 @@ def test_lab_board_maps_arena_seats_to_the_lab_marks() -> None:
         (LabAlphaBeta(), 5, 5, 5, "9 cells"),
         (LabRandom(), 4, 4, 3, "k = n"),
         (LabBlocking(), 3, 4, 3, "3x4 with k=3"),
-        (LabPureMC(), 15, 15, 15, "49 cells"),
+        (LabPureMC(), 5, 5, 5, "16 cells"),
     ],
 )
 def test_lab_bots_refuse_boards_beyond_them(bot: LabMinimax, rows: int, cols: int, k: int, words: str) -> None:

@@ -3,7 +3,8 @@
 Flat Monte Carlo: 1000 uniformly random playouts per empty cell, the score is
 the number of playouts the mover wins (a draw counts as a loss, quirk Q2), ties
 go to the first cell in row-major order. No tree, nothing kept between moves.
-Hosted as ``lab-pure-mc`` (n x n, k = n; 1000 x empty cells playouts a move).
+Hosted as ``lab-pure-mc`` (n x n, k = n, up to 4x4: 1000 x empty cells playouts a move
+with the lab's whole-board win test take over a second on 5x5).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class LabPureMC(LabBot):
 
     name = bot_name = "lab-pure-mc"
     cost = "runs 1000 playouts per empty cell"
-    max_cells = 49
+    max_cells = 16
 
     def __init__(self, seed: int = 0, simulations: int = SIMULATIONS) -> None:
         super().__init__()

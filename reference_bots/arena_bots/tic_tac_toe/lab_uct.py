@@ -6,7 +6,7 @@ iterations (the Pure MC budget), ``c = sqrt(2)``, every child expanded and the
 unvisited ones visited first in row-major order, uniformly random playouts, a
 win worth 1 and a draw 0 (as in the lab's Pure MC), the most visited root move,
 no tree reuse and no threat detection. Hosted as ``lab-uct``; it plays boards
-of at most 49 cells (its budget grows with the board; use ``mcts`` beyond).
+of at most 36 cells (its budget grows with the board; use ``mcts`` beyond).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from arena_bots.tic_tac_toe.mcts import Tree, mcts_move
 from arena_client import Bot
 
 PER_CANDIDATE = 1000
-MAX_CELLS = 49
+MAX_CELLS = 36
 
 
 class LabUCT(TicTacToeBot):
