@@ -11,6 +11,9 @@ Experiments:
     liars-dice-thesis  The Liar's Dice thesis's three experiments (Lohn 2024) with 95%
                   intervals, crosstables and exploitability; see
                   :mod:`arena_bots.experiments.liars_dice_thesis`.
+    tictactoe-lab The tic-tac-toe lab's tournament beside the handout's tables, rerun
+                  with corrected players, and MCTS on big boards; see
+                  :mod:`arena_bots.experiments.tictactoe_lab`.
 """
 
 from __future__ import annotations
@@ -46,6 +49,19 @@ def _run_liars_dice_thesis(args: argparse.Namespace) -> int:
     if args.quick:
         argv.append("--quick")
     return liars_dice_thesis.main(argv)
+
+
+def _run_tictactoe_lab(args: argparse.Namespace) -> int:
+    from arena_bots.experiments import tictactoe_lab
+
+    argv = ["--output", args.output, "--seed", str(args.seed)]
+    if args.quick:
+        argv.append("--quick")
+    if args.move_time is not None:
+        argv += ["--move-time", str(args.move_time)]
+    if args.strength_games is not None:
+        argv += ["--strength-games", str(args.strength_games)]
+    return tictactoe_lab.main(argv)
 
 
 def register(subparsers: Any) -> None:
@@ -88,3 +104,16 @@ def register(subparsers: Any) -> None:
     )
     liars.add_argument("--seed", type=int, default=2024, help="master seed")
     liars.set_defaults(func=_run_liars_dice_thesis)
+    ttt = experiments.add_parser(
+        "tictactoe-lab",
+        help="the tic-tac-toe lab's tournament beside the handout's, corrected, and MCTS on big boards",
+        description="Rerun the lab's 360-game tournament with its players bug for bug, print the win/loss/draw "
+        "tables beside the handout's with 95%% intervals, rerun it with corrected minimax and alpha-beta, and "
+        "measure MCTS on 7x7 k=4 and 15x15 k=5; write them as markdown.",
+    )
+    ttt.add_argument("--quick", action="store_true", help="few short strength games (about 30 s; test suite)")
+    ttt.add_argument("--output", default="docs/experiments/tictactoe-lab.md", help="markdown output path")
+    ttt.add_argument("--seed", type=int, default=2024, help="master seed")
+    ttt.add_argument("--move-time", type=float, default=None, help="MCTS seconds per move (default 1)")
+    ttt.add_argument("--strength-games", type=int, default=None, help="games per strength matchup (default 6)")
+    ttt.set_defaults(func=_run_tictactoe_lab)
