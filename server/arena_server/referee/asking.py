@@ -1,0 +1,226 @@
+"""Asking the seats: build each acting seat's redacted Turn, wait with a deadline, charge the clock, judge.
+
+The in-process fast path (:meth:`Asking._ask_sync`) asks synchronous seats
+inline; other seats are awaited together (:meth:`Asking._ask`), and the
+first failure ends the wait. Clocks are charged here: time beyond the per-move
+budget comes out of the seat's overage bank, less the grace that is never
+charged; an empty bank is a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from datetime import timedelta
+from typing import Any
+
+from arena_client.types import (
+    Termination,
+    Turn,
+    Update,
+)
+from arena_games import describe_actions
+from arena_server.referee.records import (
+    Answer,
+)
+from arena_server.referee.state import RefereeState
+
+
+class Asking(RefereeState):
+    """The part of the referee that asks seats for their actions and judges the answers."""
+
+    def _ask_sync(self, acting: Sequence[int] | range) -> list[int] | None:
+        """All acting seats are in-process: ask, time and check each one inline (the hot path).
+
+        Returns the actions, or None after recording the failures in ``self.failures``.
+        """
+        state = self.state
+        seats = self.seats
+        log = self.record.moves
+        match_id = self.record.match_id
+        per_move = self.per_move
+        grace = self.grace
+        is_legal = state.is_legal
+        shared_obs = state.observation(None) if self.game.public_observation else None
+        actions: list[int] = []
+        failures: list[tuple[int, Termination, str]] = []
+        for seat_index in acting:
+            self.turn_id += 1
+            turn = Turn(
+                match_id,
+                self.turn_id,
+                seat_index,
+                shared_obs if shared_obs is not None else state.observation(seat_index),
+                state.legal_actions(seat_index),
+                self.per_move_td,
+                self.overage_td[seat_index],
+            )
+            pending = self.pending[seat_index]
+            update = None
+            if pending:
+                update = Update(match_id, tuple(pending), turn.observation)
+                pending.clear()
+            ans = seats[seat_index].act_now(turn, (), update)
+            action: int = ans.action  # type: ignore[assignment]
+            # Fast path inline; anything unusual (failure, overtime, illegal) goes through _check.
+            if not (ans.failure is None and ans.elapsed - grace <= per_move and is_legal(seat_index, action)):
+                failure = self._check(seat_index, ans, per_move, grace)
+                if failure is not None:
+                    failures.append(failure)
+                    continue
+            log.players.append(seat_index)
+            log.actions.append(action)
+            log.elapsed_us.append(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))
+            log.legal.append(1)
+            actions.append(action)
+        if failures:
+            self.failures = failures
+            return None
+        return actions
+
+    def _check(
+        self, seat_index: int, ans: Answer, per_move: float, grace: float
+    ) -> tuple[int, Termination, str] | None:
+        """Charge the clock and check legality of one answer; a failure tuple if it fails."""
+        if ans.failure is not None:
+            return seat_index, ans.failure, f"{self._who(seat_index)} {ans.reason}"
+        charged = ans.elapsed - grace
+        if charged > per_move:
+            self.overage[seat_index] -= charged - per_move
+            self.overage_td[seat_index] = timedelta(seconds=max(self.overage[seat_index], 0.0))
+            if self.overage[seat_index] < 0:
+                return (
+                    seat_index,
+                    Termination.TIMEOUT,
+                    f"{self._who(seat_index)} took {ans.elapsed:.3f}s, more than its {per_move:g}s per move "
+                    "plus what was left of its overage bank",
+                )
+        action = ans.action
+        assert action is not None
+        if not self.state.is_legal(seat_index, action):
+            self.record.moves.add(seat_index, action, ans.elapsed, legal=False)
+            return (
+                seat_index,
+                Termination.ILLEGAL_ACTION,
+                f"{self._who(seat_index)}: {self._illegal(seat_index, action)}",
+            )
+        return None
+
+    async def _ask(self, acting: Sequence[int] | range) -> list[Answer] | None:
+        """Collect one legal answer per acting seat, or finish the match and return None."""
+        state = self.state
+        answers: list[Answer | None] = [None] * len(acting)
+        waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] = []
+        sync_turns: list[tuple[int, int, Turn]] = []
+        per_move_td = self.tc.per_move
+        shared_obs = state.observation(None) if self.game.public_observation else None
+        for i, seat_index in enumerate(acting):
+            seat = self.seats[seat_index]
+            self.turn_id += 1
+            turn = Turn(
+                self.record.match_id,
+                self.turn_id,
+                seat_index,
+                shared_obs if shared_obs is not None else state.observation(seat_index),
+                state.legal_actions(seat_index),
+                per_move_td,
+                self.overage_td[seat_index],
+            )
+            moves = self.pending[seat_index]
+            if seat.synchronous:
+                sync_turns.append((i, seat_index, turn))
+            else:
+                timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace
+                waiting.append((i, seat.ask(turn, tuple(moves), timeout)))
+                moves.clear()
+        for i, seat_index, turn in sync_turns:
+            moves = self.pending[seat_index]
+            update = Update(self.record.match_id, tuple(moves), turn.observation) if moves else None
+            answers[i] = self.seats[seat_index].act_now(turn, moves, update)
+            moves.clear()
+        if waiting:
+            control = self.control
+            if control.aborted:
+                for _, coro in waiting:
+                    coro.close()
+                await self._abort()
+                return None
+            control.waiter = asyncio.current_task()
+            try:
+                if len(waiting) == 1:  # the common case: await it directly, no extra task
+                    i, coro = waiting[0]
+                    answers[i] = await coro
+                else:
+                    await self._gather(waiting, answers)
+            except asyncio.CancelledError:
+                if not control.aborted:
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                await self._abort()
+                return None
+            except Exception as exc:
+                i = waiting[0][0]
+                answers[i] = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
+            finally:
+                control.waiter = None
+        return await self._judge(acting, answers)
+
+    async def _gather(
+        self, waiting: list[tuple[int, Coroutine[Any, Any, Answer]]], answers: list[Answer | None]
+    ) -> None:
+        """Await several seats at once; stop waiting as soon as one of them fails."""
+        tasks = {asyncio.ensure_future(coro): i for i, coro in waiting}
+        pending = set(tasks)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                failed = False
+                for task in done:
+                    try:
+                        answer = task.result()
+                    except Exception as exc:
+                        answer = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
+                    answers[tasks[task]] = answer
+                    failed = failed or answer.failure is not None
+                if failed:
+                    break  # the match is over; the others' answers no longer matter
+        finally:
+            for task in pending:
+                task.cancel()
+
+    async def _abort(self) -> None:
+        await self._finish(Termination.ABORTED, None, self.control.reason or "the match was aborted")
+        return None
+
+    async def _judge(self, acting: Sequence[int] | range, answers: list[Answer | None]) -> list[Answer] | None:
+        """Charge clocks and check legality; end the match on the first failure."""
+        failures = []
+        for seat_index, ans in zip(acting, answers, strict=True):
+            if ans is None:
+                continue  # not awaited to the end because another seat failed first
+            failure = self._check(seat_index, ans, self.per_move, self.grace)
+            if failure is not None:
+                failures.append(failure)
+        if not failures:
+            return answers  # type: ignore[return-value]
+        self.failures = failures
+        await self._finish_failures()
+        return None
+
+    async def _finish_failures(self) -> None:
+        failures = self.failures
+        if len(failures) == 1:
+            seat_index, term, reason = failures[0]
+            await self._finish(term, seat_index, reason)
+        else:
+            # Several seats failed in the same simultaneous round: nobody is singled out.
+            reason = "; ".join(r for _, _, r in failures)
+            await self._finish(failures[0][1], None, f"several seats failed at once: {reason}", forfeit=False)
+
+    def _illegal(self, seat_index: int, action: int) -> str:
+        legal = list(self.state.legal_actions(seat_index))
+        label = self.game.action_to_string(seat_index, action) if 0 <= action < self.game.num_distinct_actions else ""
+        shown = f"{action} ({label})" if label and not label.startswith("invalid") else str(action)
+        return f"answered {shown}, which is not a legal action (legal: {describe_actions(legal)})"
