@@ -13,16 +13,23 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 
+import arena_bots
 from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
+from arena_client import TimeControl
 from arena_client.convert import duration
 from arena_games import CHANCE, load_game
-from arena_server.referee.seeds import chance_rng
+from arena_server.ladder.tournament import Tournament
+from arena_server.matches.hub import Hub
+from arena_server.referee.records import MatchRecord
+from arena_server.referee.seeds import chance_rng, seed_hash
+from arena_server.store.database import Store
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
@@ -230,3 +237,49 @@ async def test_upgrade_forgets_the_seed_of_a_match_left_running(tmp_path: Path) 
         assert record.termination is not None and record.termination.name == "ABORTED"
     finally:
         await store.close()
+
+
+async def _run_dice_tournament(db: Path) -> str:
+    """A 1-die Liar's Dice tournament (one duplicate pair) on ``db``, run twice; returns its seed."""
+    game = load_game("liars_dice", dice=1)
+    store = await Store.open(db)
+    try:
+        hub = Hub(store, arena_bots.hosted_bots())
+        revealed_early: list[str] = []
+
+        def watch(kind: str, payload: object) -> None:
+            if kind == "ended" and isinstance(payload, MatchRecord) and not payload.seed_sealed:
+                revealed_early.append(payload.match_id)
+
+        original = hub.start_match
+
+        async def start_and_watch(*args: Any, **kwargs: Any) -> Any:
+            running = await original(*args, **kwargs)
+            running.control.listeners.append(watch)
+            return running
+
+        hub.start_match = start_and_watch  # type: ignore[method-assign]
+        tournament = Tournament(hub, game, ["random", "statistician"], 2, TimeControl())
+        await tournament.run()
+        first = [slot.seed for slot in tournament.slots()]
+        assert len(set(first)) == 1, "the two games of the pair are one duplicate set"
+        assert revealed_early == [], "a duplicate match ended with its seed revealed"
+        again = Tournament(hub, game, ["statistician", "random"], 2, TimeControl())
+        await again.run()  # resumes: nothing left to play, the same salt
+        assert [slot.seed for slot in again.slots()] == first
+        async with store.conn.execute("SELECT seed, seed_sha256 FROM matches") as cur:
+            rows = list(await cur.fetchall())
+        assert len(rows) == 2 and all(seed and seed_hash(seed) == sha for seed, sha in rows)
+        return first[0]
+    finally:
+        await store.close()
+
+
+async def test_tournament_seeds_are_secret_and_duplicates_sealed(tmp_path: Path) -> None:
+    """A tournament's spec is public; its dice must not be: seeds carry a salt kept in the database.
+
+    A resumed run reads the same salt (same seeds); a second database gets other seeds; Liar's Dice
+    duplicates reveal their seed only once both matches of the set are over.
+    """
+    seeds = [await _run_dice_tournament(tmp_path / f"{name}.db") for name in ("a", "b")]
+    assert seeds[0] != seeds[1], "two tournaments with the same spec must not share their dice"

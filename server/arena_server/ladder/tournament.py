@@ -3,22 +3,28 @@
 A tournament is identified by what defines it (game, parameters, bots, games
 per pair, time control); its id is a hash of that, so running the same command
 again finds the matches already played in the database and plays only the
-rest. Match seeds are derived from the id, so a replayed slot is the same
-match. Tournament matches are unrated: they never move ladder ratings.
+rest. Match seeds are derived from the id and a secret salt kept in the
+database, so a replayed slot is the same match but nobody who only knows the
+spec can predict the dice. Tournament matches are unrated: they never move
+ladder ratings.
 
 Schedule: for each pair of bots (each group, for games of more than two
 seats), ``games_per_pair`` games with the seat order rotating from one game to
 the next. Dice games pair consecutive games into duplicates: the same seed
-with the seats swapped (rotated).
+with the seats swapped (rotated); their seeds stay sealed (no MatchEnded or
+GetMatch shows them) until the run ends, so the first match of a pair does not
+tell the second one's bots their dice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import hashlib
 import itertools
 import json
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -122,6 +128,8 @@ class Tournament:
         }
         self.spec = spec
         self.id = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+        self.salt = ""
+        """A secret mixed into every match seed (from the database once registered; see :meth:`slots`)."""
 
     def slots(self) -> list[Slot]:
         n = self.game.num_players
@@ -129,7 +137,9 @@ class Tournament:
         index = 0
         dice = self.game.name in DICE_GAMES
         for group in itertools.combinations(self.bots, n):
-            base = f"{self.id}:{'|'.join(group)}"
+            # The salt is random per tournament and kept only in the database, so the spec (which
+            # the bots may know) does not predict the dice; a resumed run reads the same salt.
+            base = f"{self.salt}:{self.id}:{'|'.join(group)}" if self.salt else f"{self.id}:{'|'.join(group)}"
             for g in range(self.games_per_pair):
                 r = g % n
                 seating = group[r:] + group[:r]
@@ -150,9 +160,12 @@ class Tournament:
     async def _register(self) -> None:
         async with self.store.write_lock:
             await self.store.conn.execute(
-                "INSERT OR IGNORE INTO tournaments (id, spec, created_at) VALUES (?, ?, ?)",
-                (self.id, json.dumps(self.spec, sort_keys=True), datetime.now(UTC).isoformat()),
+                "INSERT OR IGNORE INTO tournaments (id, spec, created_at, salt) VALUES (?, ?, ?, ?)",
+                (self.id, json.dumps(self.spec, sort_keys=True), datetime.now(UTC).isoformat(), secrets.token_hex(16)),
             )
+        async with self.store.conn.execute("SELECT salt FROM tournaments WHERE id = ?", (self.id,)) as cur:
+            row = await cur.fetchone()
+        self.salt = str(row[0]) if row else ""
 
     async def _link(self, slot: int, match_id: str) -> None:
         async with self.store.write_lock:
@@ -196,12 +209,23 @@ class Tournament:
                 if progress is not None:
                     progress(count, len(slots), resumed, time.perf_counter() - started)
 
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, max(1, len(todo))))]
-        try:
-            await asyncio.gather(*workers)
-        finally:
-            for w in workers:
-                w.cancel()
+        async with contextlib.AsyncExitStack() as sealed:
+            if self.game.name in DICE_GAMES:  # duplicates share a seed: reveal none before the run ends
+                sets: dict[str, list[int]] = {}
+                for slot in slots:
+                    sets.setdefault(slot.seed, []).append(slot.index)
+
+                def set_done(indexes: list[int]) -> Callable[[], bool]:
+                    return lambda: all(i in done for i in indexes)  # only a set played to its end is revealed
+
+                for seed in dict.fromkeys(slot.seed for slot in todo):
+                    await sealed.enter_async_context(self.hub.sealed_seed(seed, set_done(sets[seed])))
+            workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, max(1, len(todo))))]
+            try:
+                await asyncio.gather(*workers)
+            finally:
+                for w in workers:
+                    w.cancel()
         return await self.result()
 
     async def result(self) -> TournamentResult:

@@ -315,14 +315,16 @@ class Hub:
         return running
 
     @contextlib.asynccontextmanager
-    async def sealed_seed(self, seed: str) -> AsyncIterator[None]:
+    async def sealed_seed(self, seed: str, reveal: Callable[[], bool] = lambda: True) -> AsyncIterator[None]:
         """Keep ``seed`` secret across every match started with it inside the block.
 
         For duplicate sets (the ladder's Liar's Dice: the same dice, seats
         rotated): revealing the seed at the end of the first match would tell
         the bots of the next one every die. Inside the block the matches end
         without revealing it (``MatchEnded.seed`` and the stored seed stay
-        empty); when the block exits it is written to all of them.
+        empty); when the block exits it is written to all of them, unless
+        ``reveal()`` says the set is unfinished (a tournament stopped halfway
+        replays the rest of the set with the same seed when it resumes).
         """
         key = seed_hash(seed)
         self.sealed[key] = self.sealed.get(key, 0) + 1
@@ -334,7 +336,7 @@ class Hub:
                 self.sealed[key] = left
             else:
                 self.sealed.pop(key, None)
-                if self.store is not None:
+                if self.store is not None and reveal():
                     await asyncio.shield(self.store.reveal_seed(seed))
 
     async def next_match(self, game: str) -> str:

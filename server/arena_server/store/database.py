@@ -197,6 +197,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE matches ADD COLUMN seed_chosen INTEGER NOT NULL DEFAULT 0;
     UPDATE matches SET seed = '' WHERE status = 'running';
     """,
+    # 5: a secret salt per tournament (issue 12): its match seeds are derived from the salt and the
+    # tournament's spec, so knowing the spec no longer predicts the dice. Tournaments made before
+    # keep an empty salt, so a resumed one replays the same seeds.
+    """
+    ALTER TABLE tournaments ADD COLUMN salt TEXT NOT NULL DEFAULT '';
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
