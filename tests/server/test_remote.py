@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 import arena_bots
 from arena.v1 import bot_session_pb2 as bs
+from arena.v1 import common_pb2
 from arena.v1 import games_pb2 as gp
 from arena.v1 import games_pb2_grpc as gp_grpc
 from arena.v1 import matches_pb2 as mp
@@ -225,7 +226,8 @@ async def test_late_answer_is_dropped_and_told(live_server: LiveServer) -> None:
     assert ended.termination == Termination.TIMEOUT and "did not answer turn" in ended.reason
     await raw.answer(turn, 0)  # too late
     error = await raw.recv_kind("error")
-    assert not error.error.fatal and "not seated" in error.error.message
+    # Whether it lands just before or after the seat lets go, a late answer is a non-fatal STALE_TURN.
+    assert not error.error.fatal and error.error.code == bs.ERROR_CODE_STALE_TURN
     record = await stored(live_server, turn.match_id)
     assert len(record.moves) == 0  # type: ignore[attr-defined]
 
@@ -422,3 +424,24 @@ def test_crash_recovery_marks_running_matches_aborted(tmp_path: Path) -> None:
 
     count, record = in_thread(asyncio.run, reopen())
     assert count == 1 and record.termination == Termination.ABORTED  # type: ignore[attr-defined]
+
+
+async def test_late_answer_for_the_previous_match_is_dropped_not_a_violation(live_server: LiveServer) -> None:
+    """An Action that crosses the end of a bot's match must not end its next match (a STALE_TURN, nothing more)."""
+    raw = RawBot(live_server.channel())
+    await raw.hello()
+    await raw.challenge("rock", rounds=1)
+    first = (await raw.recv_kind("turn")).turn
+    await raw.answer(first, 1)
+    assert (await raw.recv_kind("match_ended")).match_ended.termination == common_pb2.TERMINATION_NORMAL
+    await raw.challenge("rock", rounds=2)
+    turn = (await raw.recv_kind("turn")).turn
+    assert turn.match_id != first.match_id
+    await raw.answer(first, 2)  # late: for the match that is over
+    stale = (await raw.recv_kind("error")).error
+    assert stale.code == bs.ERROR_CODE_STALE_TURN and not stale.fatal and first.match_id in stale.message
+    await raw.answer(turn, 1)
+    await raw.answer((await raw.recv_kind("turn")).turn, 1)
+    ended = (await raw.recv_kind("match_ended")).match_ended
+    assert ended.termination == common_pb2.TERMINATION_NORMAL, ended.reason
+    raw.call.cancel()

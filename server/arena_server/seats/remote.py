@@ -109,6 +109,8 @@ class RemoteSession:
         self._writer: asyncio.Task[None] | None = None
         self.owed_turn = 0
         """The turn the bot is thinking about (0: none); cleared by its Action for it, even a late one."""
+        self.past_matches: collections.deque[str] = collections.deque(maxlen=64)
+        """Matches this session played to the end: a late Action for one of them is dropped, not a violation."""
         self.settled = asyncio.Event()
         """Set while the bot owes no answer: a shutdown waits for it, so the bot is reading when the stream ends."""
         self.settled.set()
@@ -234,11 +236,15 @@ class RemoteSession:
             self.settled.set()
         seat = self.seat
         if seat is None:
+            late = action.match_id in self.past_matches
             self.send_nowait(
                 bs.ServerMessage(
                     error=bs.Error(
-                        code=bs.ERROR_CODE_UNKNOWN_TURN,
-                        message=f"action for match {action.match_id!r} turn {action.turn_id}, "
+                        code=bs.ERROR_CODE_STALE_TURN if late else bs.ERROR_CODE_UNKNOWN_TURN,
+                        message=f"match {action.match_id!r} is over; your action for its turn {action.turn_id} "
+                        "was dropped"
+                        if late
+                        else f"action for match {action.match_id!r} turn {action.turn_id}, "
                         "but you are not seated in any match; answer only Turn messages",
                         match_id=action.match_id,
                         turn_id=action.turn_id,
@@ -329,6 +335,20 @@ class RemoteSeat(Seat):
             )
 
     def on_action(self, action: bs.Action) -> None:
+        if action.match_id != self.match_id and action.match_id in self.session.past_matches:
+            # An answer that crossed the end of the bot's previous match: late, not a violation.
+            self.session.send_nowait(
+                bs.ServerMessage(
+                    error=bs.Error(
+                        code=bs.ERROR_CODE_STALE_TURN,
+                        message=f"match {action.match_id!r} is over; your action for its turn {action.turn_id} "
+                        "was dropped",
+                        match_id=action.match_id,
+                        turn_id=action.turn_id,
+                    )
+                )
+            )
+            return
         future = self._future
         if action.match_id == self.match_id and action.turn_id == self._expected and future and not future.done():
             # A stall of the server's loop just before this read is not the bot's time.
@@ -380,6 +400,7 @@ class RemoteSeat(Seat):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(notice), END_NOTICE_TIMEOUT)
         finally:
+            self.session.past_matches.append(self.match_id)
             if self.session.seat is self:
                 self.session.seat = None
 
