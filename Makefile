@@ -34,12 +34,17 @@ test-slow: $(STAMP) $(JS_DEPS)
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m slow -s tests/ladder/test_soak.py tests/client/test_sdk_reconnect.py
 
-## check: lint, type check, generated code up to date, tests
+## check: lint (ruff, import contracts), type check, generated code up to date, tests
 check: lint typecheck proto-check test
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+## imports: the layer contracts of pyproject.toml (see docs/architecture.md)
+imports: $(STAMP)
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy server/arena_games server/arena_server clients/python/arena_client reference_bots/arena_bots
