@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from arena_bots.registry import hosted
-from arena_bots.tic_tac_toe.board import LabBot
 from arena_bots.tic_tac_toe.lab_kernels import lab_alphabeta_move
-from arena_bots.tic_tac_toe.lab_minimax import LabCrash
+from arena_bots.tic_tac_toe.lab_minimax import LabMinimax
 from arena_client import Bot
 
 
@@ -25,26 +24,14 @@ def lab_alphabeta(board: np.ndarray, p: int) -> tuple[float, int, int]:
     return float(value), int(cell), int(nodes[0])
 
 
-class LabAlphaBeta(LabBot):
-    """AlphaBetaPlayer exactly as the lab coded it (B1, B1b, B2)."""
+class LabAlphaBeta(LabMinimax):
+    """AlphaBetaPlayer exactly as the lab coded it (B1, B1b, B2): the lab's minimax with cut-offs."""
 
     name = bot_name = "lab-alphabeta-buggy"
-    cost = "searches the whole game tree"
-    max_cells = 9
+    label = "lab alpha-beta"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.memo: dict[tuple[bytes, int], tuple[float, int]] = {}
-
-    def lab_move(self, board: np.ndarray, p: int) -> int:
-        # The lab's search is a pure function of the position; remembering its answers changes no move.
-        key = (board.tobytes(), p)
-        if key not in self.memo:
-            self.memo[key] = lab_alphabeta(board, p)[:2]
-        value, cell = self.memo[key]
-        if cell < 0:
-            raise LabCrash(f"lab alpha-beta: every move scores {value} (bug B1b); the lab code crashes here")
-        return cell
+    def search(self, board: np.ndarray, p: int) -> tuple[float, int, int]:
+        return lab_alphabeta(board, p)
 
 
 @hosted("lab-alphabeta-buggy", ("tic_tac_toe",), "the tic-tac-toe lab's alpha-beta, bugs B1 and B2 included (3x3)")

@@ -36,19 +36,24 @@ class LabMinimax(LabBot):
     name = bot_name = "lab-minimax-buggy"
     cost = "searches the whole game tree"
     max_cells = 9
+    label = "lab minimax"
 
     def __init__(self) -> None:
         super().__init__()
         self.memo: dict[tuple[bytes, int], tuple[float, int]] = {}
 
+    def search(self, board: np.ndarray, p: int) -> tuple[float, int, int]:
+        """(root value, cell, nodes visited) of this player's search."""
+        return lab_minimax(board, p)
+
     def lab_move(self, board: np.ndarray, p: int) -> int:
         # The lab's search is a pure function of the position; remembering its answers changes no move.
         key = (board.tobytes(), p)
         if key not in self.memo:
-            self.memo[key] = lab_minimax(board, p)[:2]
+            self.memo[key] = self.search(board, p)[:2]
         value, cell = self.memo[key]
         if cell < 0:
-            raise LabCrash(f"lab minimax: every move scores {value} (bug B1b); the lab code crashes here")
+            raise LabCrash(f"{self.label}: every move scores {value} (bug B1b); the lab code crashes here")
         return cell
 
 
