@@ -198,7 +198,10 @@ async def test_locked_database_voids_the_match_and_the_server_keeps_serving(
     assert row(live_server.db_path, started.match_id)[4] == 0
     assert_agrees(normal, await stored_record(live_server, after.match_id))
     lines = [line for line in capsys.readouterr().err.splitlines() if f"match {started.match_id} " in line]
-    assert len(lines) == 1 and "database is locked" in lines[0] and "stored as aborted" in lines[0], lines
+    # One line either way: the abort is stored at once if the lock is gone by then, else at the next write
+    # that succeeds (the loop above waited for that).
+    settled = ("stored as aborted", "it stays 'running' until the database accepts writes again")
+    assert len(lines) == 1 and "database is locked" in lines[0] and any(s in lines[0] for s in settled), lines
 
 
 async def test_spectators_see_the_committed_ending_too(live_server: LiveServer) -> None:

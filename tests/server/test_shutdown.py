@@ -22,6 +22,7 @@ import pytest
 
 from arena.v1 import common_pb2 as common
 from arena_client import Termination
+from arena_server.api.authority import MAX_ROUNDS
 from tests.fakes.grpc_bots import RawBot
 
 BOTS = 30
@@ -43,7 +44,7 @@ async def one_bot(address: str, index: int, playing: asyncio.Event, counter: lis
         assert welcome.WhichOneof("kind") == "welcome", welcome
         tc = common.TimeControl()
         tc.per_move.seconds = 10
-        await raw.challenge("random", rounds=1_000_000, time_control=tc)
+        await raw.challenge("random", rounds=MAX_ROUNDS, time_control=tc)  # as long as a challenge may ask
         turns = 0
         rng = random.Random(index)
         while True:
