@@ -38,6 +38,21 @@ def board_code(board: np.ndarray) -> int:
     return code
 
 
+@njit(cache=True)
+def _root_setup(board: np.ndarray, cells: int) -> tuple[np.ndarray, int, int]:
+    """What both exact searches start from: the powers of 3 per cell, the board's code and its empty cells."""
+    pow3 = np.empty(cells, dtype=np.int64)
+    p = 1
+    for i in range(cells):
+        pow3[i] = p
+        p *= 3
+    empties = 0
+    for i in range(cells):
+        if board[i] < 0:
+            empties += 1
+    return pow3, board_code(board), empties
+
+
 @njit  # not cached: numba's cache of recursive functions crashes on load
 def _negamax(
     board: np.ndarray,
@@ -84,16 +99,7 @@ def minimax_root(
     nodes: np.ndarray,
 ) -> int:
     """Corrected minimax: the first cell with the best exact value; ``values[cell]`` gets each value."""
-    pow3 = np.empty(rows * cols, dtype=np.int64)
-    p = 1
-    for i in range(rows * cols):
-        pow3[i] = p
-        p *= 3
-    code = board_code(board)
-    empties = 0
-    for i in range(rows * cols):
-        if board[i] < 0:
-            empties += 1
+    pow3, code, empties = _root_setup(board, rows * cols)
     best = -BIG
     move = -1
     nodes[0] += 1
@@ -186,16 +192,7 @@ def alphabeta_root(
     nodes: np.ndarray,
 ) -> tuple[int, int]:
     """Corrected fail-soft alpha-beta with a table of bounds: (value, first best cell)."""
-    pow3 = np.empty(rows * cols, dtype=np.int64)
-    p = 1
-    for i in range(rows * cols):
-        pow3[i] = p
-        p *= 3
-    code = board_code(board)
-    empties = 0
-    for i in range(rows * cols):
-        if board[i] < 0:
-            empties += 1
+    pow3, code, empties = _root_setup(board, rows * cols)
     best = -BIG
     move = -1
     alpha = -BIG
