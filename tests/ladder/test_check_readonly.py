@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ladder.test_crash import ROOT, close, free_port, query
+from tests.ladder.test_crash import ROOT, close, query, serve
 
 FINISHED_RATED = "SELECT COUNT(*) FROM matches WHERE status = 'finished' AND rated = 1"
 
@@ -36,33 +36,6 @@ def fingerprint(db: Path) -> dict[str, tuple[int, int, str] | None]:
         else:
             out[suffix] = None
     return out
-
-
-def serve(db: Path, *extra: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "arena_server.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(free_port()),
-            "--db",
-            str(db),
-            *extra,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for _ in range(4):
-        if "serving on" in proc.stdout.readline():
-            return proc
-    raise AssertionError(f"server did not start: {close(proc)}")
 
 
 def check(db: Path) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(db: Path) -> subprocess.Popen[str]:
+CRASH_LADDER = (
+    "--ladder-game",
+    "rps:rounds=300",
+    "--ladder-game",
+    "rps:signs=5,rounds=200",
+    "--ladder-bots",
+    "rock,rotate,beat-last,random,markov-1",
+    "--ladder-interval",
+    "0",
+    "--concurrency",
+    "4",
+    "--per-bot",
+    "2",
+)
+"""The ladder the crash tests run: fast RPS matches, several at once."""
+
+
+def serve(db: Path, *extra: str) -> subprocess.Popen[str]:
+    """Start ``arena serve`` on a free port with ``db`` and ``extra`` options; return once it serves."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -33,18 +51,7 @@ def serve(db: Path) -> subprocess.Popen[str]:
             str(free_port()),
             "--db",
             str(db),
-            "--ladder-game",
-            "rps:rounds=300",
-            "--ladder-game",
-            "rps:signs=5,rounds=200",
-            "--ladder-bots",
-            "rock,rotate,beat-last,random,markov-1",
-            "--ladder-interval",
-            "0",
-            "--concurrency",
-            "4",
-            "--per-bot",
-            "2",
+            *extra,
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -53,7 +60,7 @@ def serve(db: Path) -> subprocess.Popen[str]:
     )
     assert proc.stdout is not None
     lines = []
-    for _ in range(3):
+    for _ in range(6):
         lines.append(proc.stdout.readline())
         if "serving on" in lines[-1]:
             return proc
@@ -120,7 +127,7 @@ def test_sigkill_mid_ladder_then_restart(tmp_path: Path) -> None:
     # sometimes has none running (about 4% of samples), so a kill that found every match already
     # finished proves nothing: start the server again on the same file and kill it again.
     for _attempt in range(5):
-        server = serve(db)
+        server = serve(db, *CRASH_LADDER)
         try:
             wait_for(db, FINISHED_RATED, 40)
             wait_for(db, RUNNING, 1)
@@ -134,7 +141,7 @@ def test_sigkill_mid_ladder_then_restart(tmp_path: Path) -> None:
     else:
         raise AssertionError("five SIGKILLs in a row found no match in flight")
     before = check_rated_exactly_once(db)
-    server = serve(db)
+    server = serve(db, *CRASH_LADDER)
     try:
         assert server.stdout is not None
         wait_for(db, FINISHED_RATED, before + 20)
