@@ -292,7 +292,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 )
             if ch.seed:
                 check_chosen_seed(hub, [ch.opponent])
-                if not await self._owns(ch.opponent, ch.opponent_token):
+                if not await owns_bot(hub, ch.opponent, ch.opponent_token):
                     raise HubError(
                         "forbidden",
                         f"a chosen seed is only for matches between your own bots; send {ch.opponent!r}'s token in "
@@ -335,9 +335,6 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if running.task is not None:
                 await asyncio.wait([running.task])
         await status(bs.ChallengeStatus.STATE_DONE)
-
-    async def _owns(self, name: str, token: str) -> bool:
-        return await owns_bot(self.hub, name, token)
 
 
 class _PongBudget:

@@ -185,9 +185,9 @@ class RemoteSession:
         self.mark_closed(reason)
 
     async def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
-        """Wait until everything queued is written (at most ``timeout`` seconds); True if it was."""
+        """:meth:`drained`, for at most ``timeout`` seconds; True if everything was written."""
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await asyncio.wait_for(self.drained(), timeout)
         except TimeoutError:
             return False
         return True
