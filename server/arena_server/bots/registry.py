@@ -32,6 +32,7 @@ from pathlib import Path
 from arena_client import SeatInfo, TimeControl
 from arena_games import registered_games
 from arena_server.bots.conformance import check_bot, format_report
+from arena_server.bots.formats import bot_program
 from arena_server.bots.uploads import UploadError, unpack_upload
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
@@ -503,12 +504,9 @@ class BotRegistry:
     # -- seats --------------------------------------------------------------------------------------
 
     def program_for(self, registered: RegisteredProgram) -> BotProgram:
-        return BotProgram(
-            registered.command,
-            registered.framing,
-            workdir=registered.workdir,
-            limits=self.limits,
-            startup_timeout=self.startup_timeout,
+        """How to run ``registered``: its command line, or its file through its format's runner."""
+        return bot_program(
+            registered.command, registered.framing, registered.workdir, self.limits, self.startup_timeout
         )
 
     def seat(self, name: str, index: int) -> SubprocessSeat:
