@@ -138,6 +138,13 @@ class KagglePlayer:
         started = time.perf_counter()
         try:
             answer = self.agent(observation, self.configuration)
+        except ModuleNotFoundError as exc:
+            traceback.print_exc()
+            fail(
+                self.protocol,
+                f"{self.name}{agent_line(exc, self.path)} imports {exc.name!r} at step {step}, which is not installed "
+                f"for the Python that runs bots on this server ({sys.executable})",
+            )
         except BaseException as exc:
             traceback.print_exc()
             fail(self.protocol, f"the agent raised {exc!r} at step {step}{agent_line(exc, self.path)}")
