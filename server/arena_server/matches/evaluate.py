@@ -37,7 +37,7 @@ from arena_bots import hosted_bots
 from arena_client import Bot, MatchInfo, SeatInfo, Termination, TimeControl, Turn
 from arena_games import Game, load_game
 from arena_server.bots.formats import FORMATS, FormatError, local_program
-from arena_server.bots.runners.kaggle_runner import MARGIN, Struct
+from arena_server.bots.runners.kaggle_runner import Struct, configuration
 from arena_server.referee.loop import play_match
 from arena_server.referee.records import MatchRecord
 from arena_server.referee.seat import Seat
@@ -72,16 +72,13 @@ class KaggleFunctionBot(Bot):
     def on_match_start(self, match: MatchInfo) -> None:
         if match.game != "rps":
             raise EvaluateError(f"{self.name} is a Kaggle-style function; it plays rps, not {match.game}")
-        per_move = match.time_control.per_move.total_seconds()
-        rounds = int(match.params.get("rounds", 1000))
         self.seat = match.seat
-        self.configuration = Struct(
-            episodeSteps=rounds,
-            actTimeout=max(0.0, per_move - min(MARGIN, per_move / 10)),
-            runTimeout=per_move * rounds + match.time_control.overage.total_seconds(),
-            signs=int(match.params.get("signs", 3)),
-            tieRewardThreshold=int(match.params.get("draw_band", 0)),
-            agentTimeout=60.0,
+        self.configuration = configuration(
+            int(match.params.get("signs", 3)),
+            int(match.params.get("rounds", 1000)),
+            int(match.params.get("draw_band", 0)),
+            match.time_control.per_move.total_seconds(),
+            match.time_control.overage.total_seconds(),
         )
 
     def act(self, turn: Turn) -> int:

@@ -54,7 +54,7 @@ def _start(configuration: Any) -> None:
     from arena_games import load_game
 
     signs = int(configuration.get("signs", 3))
-    rounds = int(configuration.get("episodeSteps", 1000))
+    rounds = max(1, int(configuration.get("episodeSteps", 1000)) - 1)  # Kaggle plays episodeSteps - 1 rounds
     game = load_game("rps", signs=signs, rounds=rounds)
     bot = hosted_bots()[BOT_NAME].factory(SEED)
     per_move = float(configuration.get("actTimeout", 1.0)) or 1.0

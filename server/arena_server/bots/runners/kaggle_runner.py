@@ -14,10 +14,11 @@ attribute access (``observation.step``, ``observation["step"]``):
 * observation: ``step`` (the round, from 0), ``lastOpponentAction`` (absent at step 0),
   ``reward`` (own wins minus the opponent's so far), ``remainingOverageTime`` (seconds
   left in the overage bank).
-* configuration: ``signs``, ``episodeSteps`` (rounds), ``actTimeout`` (the per-move time
+* configuration: ``signs``, ``episodeSteps`` (rounds + 1: Kaggle plays ``episodeSteps - 1``
+  rounds), ``actTimeout`` (the per-move time
   minus a small margin for this runner, so an agent that uses all of it still answers in
   time), ``runTimeout`` (all rounds' time plus the overage), ``tieRewardThreshold``
-  (the game's draw band), ``agentTimeout`` (the start-up time).
+  (the game's draw band + 1: Kaggle calls a reward below it a tie), ``agentTimeout`` (60, as Kaggle).
 
 The module's globals persist across the match (one process per match). The agent's prints
 go to its log. A module the agent needs and this Python lacks is named in one line; an
@@ -99,6 +100,18 @@ def load_agent(protocol: Protocol, path: str) -> Any:
     return callables[-1]
 
 
+def configuration(signs: int, rounds: int, draw_band: int, per_move: float, overage: float) -> Struct:
+    """Kaggle's ``configuration`` for an Arena rps match (shared with the in-process ``arena.evaluate``)."""
+    return Struct(
+        signs=signs,
+        episodeSteps=rounds + 1,  # Kaggle plays episodeSteps - 1 rounds
+        actTimeout=max(0.0, per_move - min(MARGIN, per_move / 10)),
+        runTimeout=per_move * rounds + overage,
+        tieRewardThreshold=draw_band + 1,  # Kaggle: |reward| below it is a tie
+        agentTimeout=60.0,
+    )
+
+
 class KagglePlayer:
     """One match: builds the observation and configuration, calls the agent, checks its answer."""
 
@@ -114,14 +127,7 @@ class KagglePlayer:
         overage = seconds(clock.get("overage"))
         self.signs = int(param(params, "signs", 3))
         rounds = int(param(params, "rounds", 1000))
-        self.configuration = Struct(
-            episodeSteps=rounds,
-            actTimeout=max(0.0, per_move - min(MARGIN, per_move / 10)),
-            runTimeout=per_move * rounds + overage,
-            signs=self.signs,
-            tieRewardThreshold=param(params, "draw_band", 0),
-            agentTimeout=60.0,
-        )
+        self.configuration = configuration(self.signs, rounds, int(param(params, "draw_band", 0)), per_move, overage)
 
     def act(self, turn: dict[str, Any]) -> int:
         rps = turn.get("observation", {}).get("rps", {})
