@@ -254,7 +254,9 @@ async def test_prints_go_to_the_log_never_into_the_protocol(folder: Path) -> Non
 
 async def test_a_missing_module_is_named(folder: Path) -> None:
     path = write(folder, "needs.py", "import surely_not_installed_xyz\n\ndef agent(o, c):\n    return 0\n")
-    with pytest.raises(FormatError, match=r"needs.py line 1 imports 'surely_not_installed_xyz', which is not installed"):
+    with pytest.raises(
+        FormatError, match=r"needs.py line 1 imports 'surely_not_installed_xyz', which is not installed"
+    ):
         local_program("kaggle", path, TEST_LIMITS)
     # past the static check (e.g. a module removed since), the runner names it too
     program = bot_program(stored_command(KAGGLE, "needs.py"), Framing.JSON, str(folder), TEST_LIMITS)
@@ -325,7 +327,7 @@ async def test_uploaded_kaggle_agent_is_self_checked_and_plays(live_server: Live
         await hub.registry.submit(
             "uploaded", token, "agent.py", b"import surely_not_installed_xyz\n", stored_command(KAGGLE, "agent.py")
         )
-    with pytest.raises(RegistryError, match="the upload has no file 'other.py' for the kaggle runner"):
+    with pytest.raises(RegistryError, match=r"the upload has no file 'other\.py' for the kaggle runner"):
         await hub.registry.submit("uploaded", token, "agent.py", BEAT_LAST.encode(), stored_command(KAGGLE, "other.py"))
     with pytest.raises(RegistryError, match="by its path inside the upload"):
         await hub.registry.submit("uploaded", token, "agent.py", b"", stored_command(KAGGLE, "../agent.py"))
@@ -347,7 +349,7 @@ def test_cli_bot_add_check_bot_and_match(folder: Path, tmp_path: Path, capsys: p
 
 
 def test_export_refuses_bots_that_do_not_play_rps() -> None:
-    with pytest.raises(ExportError, match="'solver' does not play rps; bots that can be exported: .*sicilian"):
+    with pytest.raises(ExportError, match=r"'solver' does not play rps; bots that can be exported: .*sicilian"):
         export_kaggle("solver")
     with pytest.raises(ExportError, match="'nobody' is not a hosted bot"):
         export_kaggle("nobody")

@@ -27,6 +27,7 @@ import dataclasses
 import html
 import math
 import os
+import shlex
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -151,7 +152,7 @@ def _named_entrant(text: str, limits: Limits) -> _Entrant:
         return _Entrant(name, prefix, lambda i, seed: SubprocessSeat(program, SeatInfo(i, name, 1, "subprocess")))
     if " " in text or os.path.isfile(text.split()[0] if text.split() else text):
         program = BotProgram(text, Framing.JSON, workdir=os.getcwd(), limits=limits)
-        name = Path(text.split()[-1]).name
+        name = _command_name(text)
         return _Entrant(name, "command", lambda i, seed: SubprocessSeat(program, SeatInfo(i, name, 1, "subprocess")))
     close = [n for n in hosted if n.startswith(text[:3])][:5]
     hint = (
@@ -161,6 +162,16 @@ def _named_entrant(text: str, limits: Limits) -> _Entrant:
         f"{text!r} is not a hosted bot, a format file (kaggle:FILE) or a command line{hint}; "
         "give one of those, a Bot or a function"
     )
+
+
+def _command_name(command: str) -> str:
+    """A short name for a command line: its script's file name (``bot.py``), else its program's."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    scripts = [w for w in words[1:] if not w.startswith("-") and "." in Path(w).name]
+    return Path(scripts[0] if scripts else words[0]).name
 
 
 @dataclass
@@ -251,7 +262,9 @@ class Evaluation:
 
 
 _T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-          12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
+          11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+          20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
+          29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
 
 
 def t_quantile_975(df: int) -> float:
