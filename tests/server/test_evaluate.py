@@ -57,6 +57,14 @@ def test_a_kaggle_function_against_a_hosted_bot() -> None:
     assert page.count("<tr>") == 3 and "<td>beat_last</td>" in page
 
 
+def test_kaggle_functions_number_five_signs_as_kaggle_does() -> None:
+    def spock(observation, configuration):  # type: ignore[no-untyped-def]
+        return 3  # Kaggle's Spock beats rock
+
+    result = arena.evaluate("rps", [spock, "rock"], params={"signs": 5, "rounds": 4})
+    assert result.returns == [(4.0, -4.0)]
+
+
 def test_sdk_bots_and_intervals_from_varying_scores() -> None:
     result = arena.evaluate("rps", [Paper(), "random"], episodes=12, params={"rounds": 20})
     scores = [r[0] for r in result.returns]

@@ -126,6 +126,25 @@ async def test_observation_and_configuration_carry_kaggles_fields(folder: Path) 
     assert conf["actTimeout"] == pytest.approx(0.45) and conf["runTimeout"] == pytest.approx(0.5 * 5 + 7)
 
 
+async def test_five_signs_are_numbered_as_on_kaggle(folder: Path) -> None:
+    source = """
+    def agent(observation, configuration):
+        assert configuration.signs == 5
+        if observation.step > 0:
+            assert observation.lastOpponentAction == 0  # rock
+        return 3  # Spock on Kaggle (Lizard is 4): Spock vaporises rock
+    """
+    seat = SubprocessSeat(kaggle(write(folder, "spock.py", source)), SeatInfo(0, "spock", 1, "subprocess"))
+    rock = InProcessSeat(arena_bots.hosted_bots()["rock"].factory(1), SeatInfo(1, "rock", 1, "hosted"))
+    try:
+        record = await play_match(load_game("rps", signs=5, rounds=6), [seat, rock], RELAXED)
+    finally:
+        await seat.close()
+    assert record.termination == Termination.NORMAL, record.reason
+    assert record.returns == (6.0, -6.0)
+    assert [action for player, action, _e, _l in record.moves if player == 0] == [4] * 6  # Arena's Spock
+
+
 async def test_a_raising_agent_ends_the_match_as_a_crash(folder: Path) -> None:
     source = """
     def agent(observation, configuration):

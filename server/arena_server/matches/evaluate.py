@@ -38,7 +38,7 @@ from arena_bots import hosted_bots
 from arena_client import Bot, MatchInfo, SeatInfo, Termination, TimeControl, Turn
 from arena_games import Game, load_game
 from arena_server.bots.formats import FORMATS, FormatError, local_program
-from arena_server.bots.runners.kaggle_runner import Struct, configuration
+from arena_server.bots.runners.kaggle_runner import Struct, configuration, kaggle_sign
 from arena_server.referee.loop import play_match
 from arena_server.referee.records import MatchRecord
 from arena_server.referee.seat import Seat
@@ -90,9 +90,10 @@ class KaggleFunctionBot(Bot):
             reward=wins[self.seat] - wins[1 - self.seat],
             remainingOverageTime=turn.overage_left.total_seconds(),
         )
+        signs = int(obs.signs)
         if obs.round > 0 and len(obs.last_round) == 2:
-            observation.lastOpponentAction = int(obs.last_round[1 - self.seat])
-        return int(self.agent(observation, self.configuration))
+            observation.lastOpponentAction = kaggle_sign(int(obs.last_round[1 - self.seat]), signs)
+        return kaggle_sign(int(self.agent(observation, self.configuration)), signs)
 
 
 @dataclass

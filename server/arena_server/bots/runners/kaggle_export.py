@@ -64,6 +64,11 @@ def _start(configuration: Any) -> None:
     _MATCH.update(game=game, state=game.new_initial_state(), bot=bot, last=None, clock=clock)
 
 
+def _swap(action: int) -> int:
+    """Kaggle's sign number for Arena's, and back: with 5 signs Kaggle has Spock 3, Lizard 4; Arena the reverse."""
+    return 7 - action if _MATCH["game"].signs == 5 and action in (3, 4) else action
+
+
 def _act(observation: Any, configuration: Any) -> int:
     from datetime import timedelta
 
@@ -75,7 +80,7 @@ def _act(observation: Any, configuration: Any) -> int:
     game, state, bot = _MATCH["game"], _MATCH["state"], _MATCH["bot"]
     opponent = observation.get("lastOpponentAction")
     if step > 0 and opponent is not None and _MATCH["last"] is not None:
-        moves = (_MATCH["last"], int(opponent))
+        moves = (_MATCH["last"], _swap(int(opponent)))
         state.apply_actions(moves)
         if bot.wants_updates():
             public = tuple(PublicMove(s, a, game.action_to_string(s, a)) for s, a in enumerate(moves))
@@ -85,7 +90,7 @@ def _act(observation: Any, configuration: Any) -> int:
     turn = Turn("kaggle", step + 1, 0, state.observation(0), legal, _MATCH["clock"].per_move, overage)
     action = int(bot.act(turn))
     _MATCH["last"] = action
-    return action
+    return _swap(action)
 
 
 def agent(observation: Any, configuration: Any) -> int:

@@ -11,7 +11,8 @@ namespace, in definition order, that is callable. That may be an instance with
 Every Turn calls ``agent(observation, configuration)``. Both are dicts that also allow
 attribute access (``observation.step``, ``observation["step"]``):
 
-* observation: ``step`` (the round, from 0), ``lastOpponentAction`` (absent at step 0),
+* observation: ``step`` (the round, from 0), ``lastOpponentAction`` (absent at step 0;
+  with 5 signs in Kaggle's numbering, see :func:`kaggle_sign`),
   ``reward`` (own wins minus the opponent's so far), ``remainingOverageTime`` (seconds
   left in the overage bank).
 * configuration: ``signs``, ``episodeSteps`` (rounds + 1: Kaggle plays ``episodeSteps - 1``
@@ -100,6 +101,16 @@ def load_agent(protocol: Protocol, path: str) -> Any:
     return callables[-1]
 
 
+def kaggle_sign(action: int, signs: int) -> int:
+    """An Arena sign as Kaggle numbers it, and back (the same swap both ways).
+
+    With 5 signs Kaggle numbers Spock 3 and Lizard 4 (and its rule follows that order);
+    Arena's RPSLS numbers Lizard 3 and Spock 4. Every other sign, and every other count of
+    signs, is the same number on both.
+    """
+    return 7 - action if signs == 5 and action in (3, 4) else action
+
+
 def configuration(signs: int, rounds: int, draw_band: int, per_move: float, overage: float) -> Struct:
     """Kaggle's ``configuration`` for an Arena rps match (shared with the in-process ``arena.evaluate``)."""
     return Struct(
@@ -140,7 +151,7 @@ class KagglePlayer:
         )
         last = rps.get("lastRound", [])
         if step > 0 and len(last) == 2:
-            observation.lastOpponentAction = int(last[1 - self.seat])
+            observation.lastOpponentAction = kaggle_sign(int(last[1 - self.seat]), self.signs)
         started = time.perf_counter()
         try:
             answer = self.agent(observation, self.configuration)
@@ -162,7 +173,7 @@ class KagglePlayer:
             action = int(answer)
         except (TypeError, ValueError):
             fail(self.protocol, f"the agent returned {answer!r} at step {step}, not a sign 0..{self.signs - 1}")
-        return action
+        return kaggle_sign(action, self.signs)
 
 
 def main() -> int:
