@@ -112,6 +112,10 @@ async def test_inside_a_running_event_loop_as_in_a_notebook() -> None:
 def test_bad_arguments_say_what_to_give() -> None:
     with pytest.raises(EvaluateError, match=r"'sicillian' is not a hosted bot, a format file .* or a command line"):
         arena.evaluate("rps", [beat_last, "sicillian"])
+    with pytest.raises(EvaluateError, match="beat_last \\(kaggle function\\) plays rps, not tic_tac_toe"):
+        arena.evaluate("tic_tac_toe", [beat_last, "random"])
+    with pytest.raises(EvaluateError, match="sicilian \\(hosted\\) plays rps, not liars_dice"):
+        arena.evaluate("liars_dice", ["random", "sicilian"])
     with pytest.raises(EvaluateError, match="episodes=0: play at least one match"):
         arena.evaluate("rps", [beat_last, "rock"], episodes=0)
     with pytest.raises(EvaluateError, match=re.escape("cannot load 'rps' with {'rounds': -1}")):

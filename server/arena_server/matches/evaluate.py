@@ -103,6 +103,8 @@ class _Entrant:
     name: str
     kind: str
     make: Callable[[int, str], Seat]
+    games: tuple[str, ...] | None = None
+    """The games it can play, when it says (None: it will tell, or fail, in the match)."""
 
 
 def _entrant(agent: AgentSpec, limits: Limits) -> _Entrant:
@@ -127,6 +129,7 @@ def _entrant(agent: AgentSpec, limits: Limits) -> _Entrant:
             name,
             "kaggle function",
             lambda i, seed: InProcessSeat(KaggleFunctionBot(function, name), SeatInfo(i, name, 1, "in_process")),
+            KaggleFunctionBot.games,
         )
     raise EvaluateError(
         f"cannot play {agent!r}: give a Bot, a hosted bot's name, a Kaggle-style function, "
@@ -142,6 +145,7 @@ def _named_entrant(text: str, limits: Limits) -> _Entrant:
             text,
             "hosted",
             lambda i, seed: InProcessSeat(entry.factory(bot_seed(seed, i)), SeatInfo(i, text, 1, "hosted")),
+            tuple(entry.games) or None,
         )
     prefix, sep, rest = text.partition(":")
     if sep and prefix in FORMATS and FORMATS[prefix].runner is not None:
@@ -150,7 +154,12 @@ def _named_entrant(text: str, limits: Limits) -> _Entrant:
         except FormatError as exc:
             raise EvaluateError(str(exc)) from None
         name = f"{prefix}:{Path(rest).name}"
-        return _Entrant(name, prefix, lambda i, seed: SubprocessSeat(program, SeatInfo(i, name, 1, "subprocess")))
+        return _Entrant(
+            name,
+            prefix,
+            lambda i, seed: SubprocessSeat(program, SeatInfo(i, name, 1, "subprocess")),
+            FORMATS[prefix].games,
+        )
     if " " in text or os.path.isfile(text.split()[0] if text.split() else text):
         program = BotProgram(text, Framing.JSON, workdir=os.getcwd(), limits=limits)
         name = _command_name(text)
@@ -310,6 +319,9 @@ def evaluate(
             raise EvaluateError("give params with a game name, not with a loaded game")
         loaded = game
     entrants = [_entrant(agent, limits or Limits()) for agent in agents]
+    for entrant in entrants:
+        if entrant.games is not None and loaded.name not in entrant.games:
+            raise EvaluateError(f"{entrant.name} ({entrant.kind}) plays {', '.join(entrant.games)}, not {loaded.name}")
     names = _unique([e.name for e in entrants])
     base = seed or new_seed()
     result = Evaluation(loaded, names)
