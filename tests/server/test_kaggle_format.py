@@ -47,6 +47,26 @@ def agent(observation, configuration):
     return (observation.lastOpponentAction + 1) % configuration.signs
 """
 
+INSTANCE_LAST = """
+def agent(observation, configuration):
+    return 2  # scissors: loses to rock (Kaggle does not pick this one)
+
+class Paper:
+    def __call__(self, observation, configuration):
+        return 1
+
+chosen = Paper()
+"""
+REBOUND = """
+def paper(observation, configuration):
+    return 1
+
+def scissors(observation, configuration):
+    return 2
+
+paper = paper  # re-binding does not move the name: scissors stays the last callable
+"""
+
 
 @pytest.fixture
 def folder() -> Iterator[Path]:
@@ -192,32 +212,13 @@ async def test_an_agent_using_its_whole_act_timeout_still_plays_in_time(folder: 
 
 
 async def test_entry_point_is_the_last_callable_even_an_instance(folder: Path) -> None:
-    source = """
-    def agent(observation, configuration):
-        return 2  # scissors: loses to rock (Kaggle does not pick this one)
-
-    class Paper:
-        def __call__(self, observation, configuration):
-            return 1
-
-    chosen = Paper()
-    """
-    record, _ = await play(kaggle(write(folder, "instance.py", source)), "rock", rounds=10)
+    record, _ = await play(kaggle(write(folder, "instance.py", INSTANCE_LAST)), "rock", rounds=10)
     assert record.termination == Termination.NORMAL, record.reason
     assert record.returns == (10.0, -10.0)
 
 
 async def test_a_rebound_name_keeps_its_first_place(folder: Path) -> None:
-    source = """
-    def paper(observation, configuration):
-        return 1
-
-    def scissors(observation, configuration):
-        return 2
-
-    paper = paper  # re-binding does not move the name: scissors stays the last callable
-    """
-    record, _ = await play(kaggle(write(folder, "rebound.py", source)), "rock", rounds=6)
+    record, _ = await play(kaggle(write(folder, "rebound.py", REBOUND)), "rock", rounds=6)
     assert record.returns == (-6.0, 6.0)
 
 
@@ -405,6 +406,16 @@ def test_exported_agent_runs_under_kaggle_environments(folder: Path) -> None:
     exported = folder / "rock_bot.py"
     assert in_thread(main, ["export", "kaggle", "beat-last", "-o", str(exported)]) == 0
     rock = write(folder, "rock.py", "def agent(observation, configuration):\n    return 0\n")
-    env = kaggle_environments.make("rps", configuration={"episodeSteps": 20})
+    env = kaggle_environments.make("rps", configuration={"episodeSteps": 50})
     env.run([str(exported), str(rock)])
-    assert env.state[0].reward > 0
+    # 49 rounds (Kaggle plays episodeSteps - 1): paper against rock every time after the first
+    assert env.state[0].observation.step == 49 and env.state[0].observation.reward >= 48
+    assert env.state[0].reward > 0 and env.state[0].status == "DONE"
+
+
+def test_kaggle_environments_picks_the_same_entry_points(folder: Path) -> None:
+    agent_module = pytest.importorskip("kaggle_environments.agent")
+    for name, source, answer in (("instance.py", INSTANCE_LAST, 1), ("rebound.py", REBOUND, 2)):
+        path = write(folder, name, source)
+        chosen = agent_module.get_last_callable(path.read_text(), path=str(path))
+        assert chosen({}, {}) == answer  # what the matches above prove the runner picks
