@@ -3,6 +3,7 @@ real matches against hosted bots; registration, upload, check-bot, match and exp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tempfile
@@ -351,6 +352,33 @@ async def test_uploaded_kaggle_agent_is_self_checked_and_plays(live_server: Live
         await hub.registry.submit("uploaded", token, "agent.py", BEAT_LAST.encode(), stored_command(KAGGLE, "other.py"))
     with pytest.raises(RegistryError, match="by its path inside the upload"):
         await hub.registry.submit("uploaded", token, "agent.py", b"", stored_command(KAGGLE, "../agent.py"))
+
+
+async def test_cli_submit_a_kaggle_file_or_a_folder_to_a_server(
+    live_server: LiveServer, folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = live_server.hub.registry
+    assert registry is not None
+    registry.limits = TEST_LIMITS
+    registry.data_dir = folder / "data"
+    token = await registry.register("cli-kaggle")
+    agent = write(folder, "beat_last.py", BEAT_LAST)
+    common = ["--token", token, "--server", live_server.address]
+    code = await asyncio.to_thread(main, ["bot", "submit", "cli-kaggle", "--kaggle", str(agent), *common])
+    assert code == 0, capsys.readouterr()
+    assert "accepted: cli-kaggle version 1" in capsys.readouterr().out
+    # a Kaggle submission folder: main.py imports its helper module beside it
+    submission = folder / "submission"
+    submission.mkdir()
+    write(submission, "helper.py", "def answer(step):\n    return 1\n")
+    write(submission, "main.py", "from helper import answer\n\ndef agent(obs, conf):\n    return answer(obs.step)\n")
+    args = ["bot", "submit", "cli-kaggle", str(submission), "--kaggle", "main.py", *common]
+    assert await asyncio.to_thread(main, args) == 0, capsys.readouterr()
+    assert "accepted: cli-kaggle version 2" in capsys.readouterr().out
+    running = await live_server.hub.start_match(load_game("rps", rounds=5), ["cli-kaggle", "rock"], RELAXED)
+    assert running.task is not None
+    record = await running.task
+    assert record.returns == (5.0, -5.0), record.reason
 
 
 def test_cli_bot_add_check_bot_and_match(folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
