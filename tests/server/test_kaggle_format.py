@@ -286,6 +286,30 @@ async def test_a_missing_module_is_named(folder: Path) -> None:
     assert "needs.py line 1 imports 'surely_not_installed_xyz', which is not installed" in record.reason
 
 
+NUMPY_FREQUENCY = """
+import numpy as np
+
+counts = np.zeros(3)
+
+def agent(observation, configuration):
+    if observation.step > 0:
+        counts[observation.lastOpponentAction] += 1
+    return int((np.argmax(counts) + 1) % configuration.signs)
+"""
+
+
+async def test_an_agent_importing_numpy_plays(folder: Path) -> None:
+    """Kaggle offered numpy: with the default limits (bots as nobody under a root server) it imports and plays."""
+    program = kaggle(write(folder, "numpy_frequency.py", NUMPY_FREQUENCY), Limits(cpu_seconds=60))
+    python = program.argv()[0]
+    probe = await asyncio.create_subprocess_exec(python, "-c", "import numpy", stderr=asyncio.subprocess.DEVNULL)
+    if await probe.wait() != 0:
+        pytest.skip(f"{python}, which runs bots here, has no numpy (Debian: apt-get install python3-numpy)")
+    record, log = await play(program, "rock", rounds=20)
+    assert record.termination == Termination.NORMAL, f"{record.reason}\n{log}"
+    assert record.returns == (20.0, -20.0)  # paper beats the most frequent move (rock, also before any count)
+
+
 def test_static_import_check_skips_optional_and_late_imports() -> None:
     source = """
 import os
