@@ -124,7 +124,7 @@ def main() -> None:
                 sys.executable,
                 "-m",
                 "arena_server.cli",
-                "serve",
+                "serve", "--no-http",
                 "--port",
                 str(port),
                 "--host",

@@ -24,7 +24,7 @@ def test_serve_rates_the_liars_dice_bots(tmp_path: Path) -> None:
         sys.executable,
         "-m",
         "arena_server.cli",
-        "serve",
+        "serve", "--no-http",
         "--host",
         "127.0.0.1",
         "--port",

@@ -44,7 +44,7 @@ def serve(db: Path, *extra: str) -> subprocess.Popen[str]:
             sys.executable,
             "-m",
             "arena_server.cli",
-            "serve",
+            "serve", "--no-http",
             "--host",
             "127.0.0.1",
             "--port",

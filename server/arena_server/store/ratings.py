@@ -542,6 +542,8 @@ class LeaderRow:
     paused_reason: str
     component: int = 0
     """Connected component of the pool's "played" graph; ratings compare only within one."""
+    score: float = 0.0
+    """Sum of the bot's match scores (1 / 0.5 / 0 per game; pairwise averages in multi-seat pools)."""
 
 
 @dataclass(frozen=True)
@@ -571,7 +573,7 @@ async def leaderboard(conn: aiosqlite.Connection, pool: str, limit: int = 1000) 
     rows = await _rows(
         conn,
         "SELECT r.bot_name, r.rating, r.ci, r.games, r.wins, r.draws, r.losses, r.last_active, "
-        "s.paused_reason, s.paused_version FROM ratings r LEFT JOIN bot_status s ON s.bot_name = r.bot_name "
+        "s.paused_reason, s.paused_version, r.score FROM ratings r LEFT JOIN bot_status s ON s.bot_name = r.bot_name "
         "WHERE r.pool = ? ORDER BY r.rating DESC, r.bot_name LIMIT ?",
         (pool, limit),
     )
@@ -583,7 +585,9 @@ async def leaderboard(conn: aiosqlite.Connection, pool: str, limit: int = 1000) 
         reason = ""
         if r[8] is not None and r[9] >= versions.get(r[0], 1):
             reason = r[8]
-        out.append(LeaderRow(rank, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], reason, component.get(r[0], 0)))
+        out.append(
+            LeaderRow(rank, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], reason, component.get(r[0], 0), r[10])
+        )
     return out
 
 
@@ -664,3 +668,101 @@ async def pause_bot(store: Any, name: str, version: int, reason: str) -> None:
 async def unpause_bot(store: Any, name: str) -> None:
     async with store.write_lock:
         await store.conn.execute("DELETE FROM bot_status WHERE bot_name = ?", (name,))
+
+
+# -- per-bot queries (the web interface's bot page, issue 19) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class BotStanding:
+    """A bot's row in one pool, with the pool's size."""
+
+    pool: str
+    game: str
+    method: str
+    rating: float
+    ci: float
+    games: int
+    wins: int
+    draws: int
+    losses: int
+    score: float
+    last_active: str | None
+    bots: int
+    """Bots rated in the pool."""
+
+
+async def bot_standings(conn: aiosqlite.Connection, bot: str) -> list[BotStanding]:
+    """Every pool the bot is rated in (most games first)."""
+    rows = await _rows(
+        conn,
+        "SELECT r.pool, p.game, p.method, r.rating, r.ci, r.games, r.wins, r.draws, r.losses, r.score, "
+        "r.last_active, (SELECT COUNT(*) FROM ratings o WHERE o.pool = r.pool) FROM ratings r "
+        "JOIN rating_pools p ON p.pool = r.pool WHERE r.bot_name = ? ORDER BY r.games DESC, r.pool",
+        (bot,),
+    )
+    return [BotStanding(*r) for r in rows]
+
+
+async def head_to_head(conn: aiosqlite.Connection, pool: str, bot: str) -> list[rt.PairTotal]:
+    """The bot's pair totals in a pool, each seen from the bot (``a`` is the bot), most games first."""
+    rows = await _rows(
+        conn,
+        "SELECT bot_a, bot_b, games, score_a, wins_a, draws, losses_a FROM rating_pairs "
+        "WHERE pool = ? AND (bot_a = ? OR bot_b = ?)",
+        (pool, bot, bot),
+    )
+    out = []
+    for a, b, games, score_a, wins_a, draws, losses_a in rows:
+        if a == bot:
+            out.append(rt.PairTotal(a, b, games, score_a, wins_a, draws, losses_a))
+        else:
+            out.append(rt.PairTotal(b, a, games, games - score_a, losses_a, draws, wins_a))
+    out.sort(key=lambda p: (-p.games, p.b))
+    return out
+
+
+@dataclass(frozen=True)
+class RatedResult:
+    """One rated match of a bot, for its rating history: who it met and what it scored against each."""
+
+    match_id: int
+    ended_at: str
+    scores: tuple[tuple[str, float], ...]
+    """(opponent, the bot's pair score against it: 1 / 0.5 / 0)."""
+
+
+async def rated_results(conn: aiosqlite.Connection, pool: str, bot: str, limit: int = 1000) -> list[RatedResult]:
+    """The bot's most recent ``limit`` rated matches in a pool, oldest first, in rating order."""
+    rows = await _rows(
+        conn,
+        "SELECT rm.match_id, m.game, m.params, m.returns, m.ended_at FROM match_seats s "
+        "JOIN rated_matches rm ON rm.match_id = s.match_id JOIN matches m ON m.id = s.match_id "
+        "WHERE s.bot_name = ? AND rm.pool = ? ORDER BY rm.seq DESC LIMIT ?",
+        (bot, pool, limit),
+    )
+    rows.reverse()
+    ids = [r[0] for r in rows]
+    seats: dict[int, list[str]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for mid, name in await _rows(
+            conn, f"SELECT match_id, bot_name FROM match_seats WHERE match_id IN ({marks}) ORDER BY match_id, seat", chunk
+        ):
+            seats.setdefault(mid, []).append(name)
+    games: dict[tuple[str, str], Game] = {}
+    out = []
+    for mid, game_name, params, returns, ended in rows:
+        game = games.get((game_name, params))
+        if game is None:
+            game = games[(game_name, params)] = load_game(game_name, **json.loads(params))
+        fx = match_effects(game, tuple(seats.get(mid, ())), tuple(json.loads(returns)), ended)
+        scores = []
+        for a, b, sa, _w, _d, _lo in fx.pairs:
+            if a == bot:
+                scores.append((b, sa))
+            elif b == bot:
+                scores.append((a, 1.0 - sa))
+        out.append(RatedResult(mid, ended or "", tuple(scores)))
+    return out
