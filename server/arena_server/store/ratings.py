@@ -748,7 +748,9 @@ async def rated_results(conn: aiosqlite.Connection, pool: str, bot: str, limit: 
         chunk = ids[start : start + 500]
         marks = ",".join("?" * len(chunk))
         for mid, name in await _rows(
-            conn, f"SELECT match_id, bot_name FROM match_seats WHERE match_id IN ({marks}) ORDER BY match_id, seat", chunk
+            conn,
+            f"SELECT match_id, bot_name FROM match_seats WHERE match_id IN ({marks}) ORDER BY match_id, seat",
+            chunk,
         ):
             seats.setdefault(mid, []).append(name)
     games: dict[tuple[str, str], Game] = {}

@@ -153,7 +153,8 @@ class Site:
     async def index(self, request: Request) -> str:
         store = self.store()
         pools = await ls.list_pools(store.conn)
-        live = [frames.match_header(r.record, True) for r in list(self.hub.running.values())[:MATCHES_PER_PAGE]]
+        playing = [r for r in self.hub.running.values() if not r.committed][:MATCHES_PER_PAGE]
+        live = [frames.match_header(r.record, True) for r in playing]
         recent = await store.list_matches(limit=20)
         return self.render(
             "index.html",
@@ -241,7 +242,9 @@ class Site:
         pool = request.query_params.get("pool") or (standings[0].pool if standings else "")
         standing = next((s for s in standings if s.pool == pool), None)
         if pool and standing is None and standings:
-            raise PageError(404, f"{name} has no rating in pool {pool!r}; it is rated in {', '.join(s.pool for s in standings)}")
+            raise PageError(
+                404, f"{name} has no rating in pool {pool!r}; it is rated in {', '.join(s.pool for s in standings)}"
+            )
         chart, h2h = Markup(""), []
         if standing is not None:
             board = await ls.leaderboard(conn, standing.pool, 1_000_000)
@@ -283,7 +286,9 @@ class Site:
         if details is None:
             return {"kind": "guest" if name.startswith("guest-") else "remote", "language": "unknown (plays over gRPC)"}
         accepted = next((v for v in details.versions if v.status == "accepted"), None)
-        language = _language(accepted.command) if accepted is not None and accepted.command else "unknown (plays over gRPC)"
+        language = (
+            _language(accepted.command) if accepted is not None and accepted.command else "unknown (plays over gRPC)"
+        )
         return {
             "kind": details.kind,
             "language": language,
@@ -311,7 +316,7 @@ class Site:
         )
 
     def _match_row(self, record: MatchRecord, bot: str = "") -> dict[str, Any]:
-        running = record.match_id in self.hub.running
+        running = self._is_running(record.match_id)
         header = frames.match_header(record, running)
         result = ""
         if bot and not running and record.termination not in (None, Termination.ABORTED) and record.returns:
@@ -322,6 +327,11 @@ class Site:
                 result = "win" if mine.win else "draw" if mine.draw else "loss"
         return {**header, "result": result}
 
+    def _is_running(self, match_id: str) -> bool:
+        """True while the match plays and until its end is committed to the store (then its seed is public)."""
+        live = self.hub.running.get(match_id)
+        return live is not None and not live.committed
+
     async def match(self, request: Request) -> str:
         match_id = request.path_params["match_id"]
         record, running = await self._record(match_id, with_moves=False)
@@ -331,8 +341,8 @@ class Site:
 
     async def _record(self, match_id: str, with_moves: bool) -> tuple[MatchRecord, bool]:
         live = self.hub.running.get(match_id)
-        if live is not None:
-            return live.record, True
+        if live is not None:  # its end is public once committed (the hub keeps it a moment longer)
+            return live.record, not live.committed
         record = await self.store().get_match(match_id, with_moves=with_moves)
         if record is None:
             raise PageError(404, f"no match with id {match_id!r}; see /matches for the stored ones")
@@ -393,7 +403,7 @@ class Site:
                     if kind == "heartbeat":
                         yield ": keep-alive\n\n"
                     elif kind == "started":
-                        yield _event("header", frames.match_header(payload, match_id in self.hub.running))
+                        yield _event("header", frames.match_header(payload, self._is_running(match_id)))
                     elif kind == "moves":
                         moves, observation = payload
                         yield _event("frame", frames.live_frame(moves, observation))

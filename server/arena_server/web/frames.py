@@ -38,7 +38,7 @@ def observation_json(observation: Any) -> Any:
 
 def live_frame(moves: Sequence[PublicMove], observation: Any) -> dict[str, Any]:
     """A frame from one ``("moves", (moves, observation))`` event of the hub's spectator feed."""
-    return {"moves": [[m.player, m.label] for m in moves], "obs": observation_json(observation)}
+    return {"moves": [[m.seat, m.label] for m in moves], "obs": observation_json(observation)}
 
 
 def replay_frames(record: MatchRecord, offset: int = 0, limit: int = MAX_FRAMES_PER_PAGE) -> Iterator[dict[str, Any]]:
