@@ -149,10 +149,12 @@ async def test_leaderboard_sorts_updates_live_and_opens_a_bot_page(served: Serve
         await asyncio.sleep(0.5)
     assert set(await rows_of(page)) == {"random", "rock", "rotate", "beat-last"}
     assert await page.locator("#leader-rows svg.bar").count() == 4
-    ratings = [float(r) for r in await page.locator("#leader-rows tr").evaluate_all("rs => rs.map(r => r.dataset.rating)")]
+    rows = page.locator("#leader-rows tr")
+    ratings = [float(r) for r in await rows.evaluate_all("rs => rs.map(r => r.dataset.rating)")]
     assert ratings == sorted(ratings, reverse=True)
     # Live: the ladder keeps playing; the rows are fetched again without a reload.
-    await page.wait_for_function("document.getElementById('live-status').textContent.startsWith('live: updated')", timeout=20_000)
+    updated = "document.getElementById('live-status').textContent.startsWith('live: updated')"
+    await page.wait_for_function(updated, timeout=20_000)
     await shot(page, "leaderboard")
     await page.click("th[data-key=games] a")
     await page.wait_for_url(re.compile(r"sort=games"))
@@ -256,12 +258,11 @@ async def test_a_live_match_updates_within_a_second(served: Served, browser: Bro
         seen: list[int] = []
         for _ in range(4):  # a move every ~0.25 s: the viewer must show each new round within a second
             now = int(await page.locator("#round").inner_text())
-            await page.wait_for_function(
-                f"Number(document.getElementById('round').textContent) > {now}", timeout=1000
-            )
+            await page.wait_for_function(f"Number(document.getElementById('round').textContent) > {now}", timeout=1000)
             seen.append(now)
         await shot(page, "live")
-        await page.wait_for_function("document.getElementById('status').textContent.startsWith('finished')", timeout=30_000)
+        finished = "document.getElementById('status').textContent.startsWith('finished')"
+        await page.wait_for_function(finished, timeout=30_000)
         assert await page.locator("#round").inner_text() == "30"
         assert re.fullmatch(r"[0-9a-f]{16,}", await page.locator("#seed").inner_text())
         assert page.errors == []  # type: ignore[attr-defined]
