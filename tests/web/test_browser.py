@@ -194,7 +194,7 @@ async def test_replays_of_every_game_step_through(served: Served, browser: Brows
     await page.click("[data-step=last]")
     assert await page.locator("#round").inner_text() == "25"
     wins = [int(w) for w in (await page.locator("#score").inner_text()).split(" : ")]
-    assert wins[0] == 24 and wins[1] <= 1  # beat-last wins every round after its first (a guess)
+    assert wins[0] >= 24 and wins[0] + wins[1] <= 25  # beat-last wins every round after its first (a guess)
     assert await page.locator("table.timeline td.sign").count() == 50
     assert await page.locator("#seed").inner_text() != ""
     await shot(page, "replay-rps")

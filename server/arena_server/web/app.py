@@ -14,9 +14,9 @@ Pages (HTML, usable without JavaScript except the replay stepper and the live vi
   ``/match/{id}/frames.json`` (stored) or ``/match/{id}/events`` (live, the hub's spectator feed).
 
 Every route is a GET: nothing here changes state (other methods get 405). Lists are
-paged with the gRPC services' caps, and each live stream reads the hub's bounded
-:class:`~arena_server.matches.hub.SpectatorQueue`; at most :data:`MAX_LIVE_STREAMS`
-streams are open at once.
+paged with the gRPC services' caps; the viewers of a live match share one
+subscription to the hub's bounded spectator feed (:mod:`.live`); at most
+:data:`MAX_LIVE_STREAMS` streams are open at once.
 """
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ import arena_server.store.ratings as ls
 from arena_client import Termination
 from arena_server.bots.failures import list_failures
 from arena_server.bots.registry import bot_details
-from arena_server.matches.hub import Hub, HubError
+from arena_server.matches.hub import Hub
 from arena_server.referee.records import MatchRecord
 from arena_server.store.database import Store
 from arena_server.web import charts, frames
+from arena_server.web.live import HEARTBEAT, LiveFeeds, event
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 100
@@ -60,8 +61,6 @@ MAX_LIVE_STREAMS = 1000
 """Server-Sent Event streams open at once (live matches and leaderboards together)."""
 LEADERBOARD_POLL = 0.5
 """Seconds between two looks at a pool's match count by a live leaderboard stream."""
-HEARTBEAT = 15.0
-"""Seconds between keep-alive comments on a quiet stream."""
 
 SORT_KEYS: dict[str, Callable[[ls.LeaderRow], Any]] = {
     "rank": lambda r: r.rank,
@@ -99,7 +98,9 @@ def build_app(hub: Hub) -> Starlette:
         Route("/match/{match_id}/events", site.match_events),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes)
+    app.state.site = site  # benchmarks and tests read its counters (live_streams)
+    return app
 
 
 def _quote(value: str) -> str:
@@ -117,6 +118,7 @@ class Site:
         self.env.globals["interval_bar"] = charts.interval_bar
         self.env.globals["heat_colour"] = charts.heat_colour
         self.live_streams = 0
+        self.live = LiveFeeds(hub)
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -397,22 +399,8 @@ class Site:
     async def _match_stream(self, match_id: str) -> AsyncIterator[str]:
         self.live_streams += 1
         try:
-            feed = self.hub.watch(match_id)
-            try:
-                async for kind, payload in _with_heartbeat(feed):
-                    if kind == "heartbeat":
-                        yield ": keep-alive\n\n"
-                    elif kind == "started":
-                        yield _event("header", frames.match_header(payload, self._is_running(match_id)))
-                    elif kind == "moves":
-                        moves, observation = payload
-                        yield _event("frame", frames.live_frame(moves, observation))
-                    elif kind == "ended":
-                        yield _event("end", frames.match_header(payload, False))
-                    elif kind == "dropped":
-                        yield _event("dropped", {"reason": payload})
-            except HubError as exc:
-                yield _event("dropped", {"reason": str(exc)})
+            async for text in self.live.stream(match_id):
+                yield text
         finally:
             self.live_streams -= 1
 
@@ -431,7 +419,7 @@ class Site:
         self.live_streams += 1
         try:
             seen = (info.matches, info.fitted_at)
-            yield _event("hello", {"matches": info.matches, "fitted_at": info.fitted_at})
+            yield event("hello", {"matches": info.matches, "fitted_at": info.fitted_at})
             quiet = 0.0
             while True:
                 await asyncio.sleep(LEADERBOARD_POLL)
@@ -441,7 +429,7 @@ class Site:
                 if (now.matches, now.fitted_at) != seen:
                     seen = (now.matches, now.fitted_at)
                     quiet = 0.0
-                    yield _event("changed", {"matches": now.matches, "fitted_at": now.fitted_at})
+                    yield event("changed", {"matches": now.matches, "fitted_at": now.fitted_at})
                 else:
                     quiet += LEADERBOARD_POLL
                     if quiet >= HEARTBEAT:
@@ -452,36 +440,6 @@ class Site:
 
 
 _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-
-
-def _event(kind: str, data: Any) -> str:
-    return f"event: {kind}\ndata: {frames.dumps(data)}\n\n"
-
-
-async def _with_heartbeat(feed: AsyncIterator[tuple[str, Any]]) -> AsyncIterator[tuple[str, Any]]:
-    """The feed's items, with ``("heartbeat", None)`` after every :data:`HEARTBEAT` seconds of silence."""
-    iterator = feed.__aiter__()
-    pending: asyncio.Future[tuple[str, Any]] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(iterator.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=HEARTBEAT)
-            if not done:
-                yield "heartbeat", None
-                continue
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield item
-    finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:

@@ -13,6 +13,7 @@ import contextlib
 import socket
 
 import uvicorn
+from starlette.applications import Starlette
 
 from arena_server.matches.hub import Hub
 from arena_server.web.app import build_app
@@ -27,6 +28,8 @@ class WebServer:
         self.requested_port = port
         self.port = 0
         """The bound port, once started."""
+        self.app: Starlette | None = None
+        """The application, once started."""
         self._socket: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -49,8 +52,9 @@ class WebServer:
         sock.setblocking(False)
         self._socket = sock
         self.port = int(sock.getsockname()[1])
+        self.app = build_app(self.hub)
         config = uvicorn.Config(
-            build_app(self.hub),
+            self.app,
             log_level="warning",
             access_log=False,
             lifespan="off",
