@@ -732,39 +732,47 @@ class RatedResult:
     """(opponent, the bot's pair score against it: 1 / 0.5 / 0)."""
 
 
-async def rated_results(conn: aiosqlite.Connection, pool: str, bot: str, limit: int = 1000) -> list[RatedResult]:
-    """The bot's most recent ``limit`` rated matches in a pool, oldest first, in rating order."""
+async def rated_results(conn: aiosqlite.Connection, pool: str, bot: str, limit: int = 500) -> list[RatedResult]:
+    """The bot's most recent ``limit`` rated matches in a pool, oldest first (by match id).
+
+    One indexed query (the bot's seats, newest first, with each opponent's seat);
+    the scores are those :func:`match_effects` gives: the game's outcome scores
+    for two seats, pairwise places for more.
+    """
     rows = await _rows(
         conn,
-        "SELECT rm.match_id, m.game, m.params, m.returns, m.ended_at FROM match_seats s "
-        "JOIN rated_matches rm ON rm.match_id = s.match_id JOIN matches m ON m.id = s.match_id "
-        "WHERE s.bot_name = ? AND rm.pool = ? ORDER BY rm.seq DESC LIMIT ?",
+        "SELECT s.match_id, s.seat, o.seat, o.bot_name, m.game, m.params, m.returns, m.ended_at "
+        "FROM (SELECT match_id, seat FROM match_seats ms WHERE bot_name = ? AND EXISTS (SELECT 1 FROM "
+        "rated_matches rm WHERE rm.match_id = ms.match_id AND rm.pool = ?) ORDER BY match_id DESC LIMIT ?) s "
+        "JOIN matches m ON m.id = s.match_id JOIN match_seats o ON o.match_id = s.match_id AND o.seat != s.seat "
+        "ORDER BY s.match_id, o.seat",
         (bot, pool, limit),
     )
-    rows.reverse()
-    ids = [r[0] for r in rows]
-    seats: dict[int, list[str]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for mid, name in await _rows(
-            conn,
-            f"SELECT match_id, bot_name FROM match_seats WHERE match_id IN ({marks}) ORDER BY match_id, seat",
-            chunk,
-        ):
-            seats.setdefault(mid, []).append(name)
     games: dict[tuple[str, str], Game] = {}
-    out = []
-    for mid, game_name, params, returns, ended in rows:
+    out: list[RatedResult] = []
+    index = 0
+    while index < len(rows):
+        mid, me, _o, _n, game_name, params, returns, ended = rows[index]
+        opponents = []
+        while index < len(rows) and rows[index][0] == mid:
+            opponents.append((rows[index][2], rows[index][3]))
+            index += 1
         game = games.get((game_name, params))
         if game is None:
             game = games[(game_name, params)] = load_game(game_name, **json.loads(params))
-        fx = match_effects(game, tuple(seats.get(mid, ())), tuple(json.loads(returns)), ended)
-        scores = []
-        for a, b, sa, _w, _d, _lo in fx.pairs:
-            if a == bot:
-                scores.append((b, sa))
-            elif b == bot:
-                scores.append((a, 1.0 - sa))
-        out.append(RatedResult(mid, ended or "", tuple(scores)))
+        values = json.loads(returns)
+        if len(values) == 2:
+            mine = float(game.outcome_scores(values)[me])
+            scores = tuple((name, mine) for _seat, name in opponents if name != bot)
+        else:
+            ranks = rt.ranks_from_returns(values)
+            scores = tuple((name, rt.pair_score(ranks[me], ranks[seat])) for seat, name in opponents if name != bot)
+        out.append(RatedResult(mid, ended or "", scores))
     return out
+
+
+async def pool_ratings(conn: aiosqlite.Connection, pool: str) -> dict[str, float]:
+    """Every bot's current rating in a pool."""
+    return {
+        r[0]: float(r[1]) for r in await _rows(conn, "SELECT bot_name, rating FROM ratings WHERE pool = ?", (pool,))
+    }

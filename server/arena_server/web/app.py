@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
@@ -31,10 +32,12 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import arena_server.ratings.fit as rt
 import arena_server.store.ratings as ls
@@ -55,7 +58,7 @@ MATCHES_PER_PAGE = 50
 CROSSTABLE_BOTS = 30
 """Bots (the best rated) shown in the heatmap by default; ``?top=`` up to :data:`MAX_CROSSTABLE_BOTS`."""
 MAX_CROSSTABLE_BOTS = 100
-HISTORY_MATCHES = 1000
+HISTORY_MATCHES = 500
 """Rated matches drawn in a bot's rating history."""
 MAX_LIVE_STREAMS = 1000
 """Server-Sent Event streams open at once (live matches and leaderboards together)."""
@@ -98,9 +101,34 @@ def build_app(hub: Hub) -> Starlette:
         Route("/match/{match_id}/events", site.match_events),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, middleware=[Middleware(ServerTiming)])
     app.state.site = site  # benchmarks and tests read its counters (live_streams)
     return app
+
+
+class ServerTiming:
+    """Adds ``Server-Timing: app;dur=<ms>`` to every response: the time from the request to the response's start.
+
+    For a page that is the whole of the server's work (queries and template); browsers
+    show it in their developer tools, and bench/bench_web.py reads it.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+
+        async def timed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                took = (time.perf_counter() - began) * 1000
+                message["headers"] = [*message.get("headers", []), (b"server-timing", f"app;dur={took:.2f}".encode())]
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
 
 
 def _quote(value: str) -> str:
@@ -249,8 +277,7 @@ class Site:
             )
         chart, h2h = Markup(""), []
         if standing is not None:
-            board = await ls.leaderboard(conn, standing.pool, 1_000_000)
-            ratings = {r.bot: r.rating for r in board}
+            ratings = await ls.pool_ratings(conn, standing.pool)
             results = await ls.rated_results(conn, standing.pool, name, HISTORY_MATCHES)
             points = charts.running_ratings(
                 [(r.match_id, r.ended_at, r.scores) for r in results], ratings, start=1500.0
