@@ -21,12 +21,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import random
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -39,8 +39,8 @@ import httpx
 import arena_bots
 from arena_server.api.server import running_server
 from arena_server.matches.hub import Hub
-from arena_server.store.database import Store, encode_moves
 from arena_server.referee.records import MoveLog
+from arena_server.store.database import Store, encode_moves
 from arena_server.web.server import WebServer
 
 BOTS = 1000
@@ -227,7 +227,7 @@ async def one_run(hub: Hub, web: WebServer, grpc_port: int, viewers: int, run: i
         out, _ = await watcher.communicate()
         assert out.strip(), "the viewers saw nothing"
     full = [t for t, n in stamps if n >= viewers]  # the moves made while every viewer was connected
-    gaps = [b - a for a, b in zip(full, full[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(full)]
     assert len(gaps) > ROUNDS // 4, f"only {len(gaps)} moves with all {viewers} viewers connected"
     return statistics.median(gaps)
 
@@ -246,12 +246,9 @@ async def live() -> None:
         await web.stop()
     a, w = statistics.median(alone), statistics.median(watched)
     print(f"live match, {ROUNDS} rounds, remote SDK bot vs hosted rock, {RUNS} runs each:")
-    print(
-        f"  move latency with no viewers:       {a * 1e6:7.0f} µs (runs: {', '.join(f'{x * 1e6:.0f}' for x in alone)})"
-    )
-    print(
-        f"  move latency with {VIEWERS} SSE viewers:  {w * 1e6:7.0f} µs (runs: {', '.join(f'{x * 1e6:.0f}' for x in watched)})"
-    )
+    for label, runs, value in (("no viewers:      ", alone, a), (f"{VIEWERS} SSE viewers:", watched, w)):
+        shown = ", ".join(f"{x * 1e6:.0f}" for x in runs)
+        print(f"  move latency with {label} {value * 1e6:7.0f} µs (runs: {shown})")
     print(f"  ratio {w / a:.3f} (target < 1.10: {'met' if w / a < 1.10 else 'NOT met'})")
 
 
