@@ -14,7 +14,12 @@
   const board = $("board");
   const slider = $("step");
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-  const botName = (seat) => (header.seats[seat] ? header.seats[seat].bot : "seat " + seat);
+  const botName = (seat) => {
+    const s = header.seats[seat];
+    if (!s) return "seat " + seat;
+    const twice = header.seats.filter((o) => o.bot === s.bot).length > 1;
+    return twice ? s.bot + " (seat " + seat + ")" : s.bot;
+  };
 
   function push(frame) {
     frames.push(frame);
@@ -127,7 +132,7 @@
     html += '<div class="current"><h3>Bids this round</h3><ol class="bids">' + obs.bids.map((b) => "<li>" + bidText(b) + "</li>").join("") + "</ol>";
     html += '<p class="muted hidden-dice">The dice of this round are hidden until it ends.</p></div>';
     html += '<h3>Finished rounds (dice revealed)</h3><table class="rounds"><thead><tr><th>#</th>' +
-      header.seats.map((s) => "<th>" + esc(s.bot) + "</th>").join("") + "<th>Challenged bid</th><th>Call</th><th>Actual</th><th>Lost a die</th></tr></thead><tbody>";
+      header.seats.map((s) => "<th>" + esc(botName(s.seat)) + "</th>").join("") + "<th>Challenged bid</th><th>Call</th><th>Actual</th><th>Lost a die</th></tr></thead><tbody>";
     obs.past_rounds.forEach((r, n) => {
       const loser = r.dice_lost.findIndex((d) => d > 0);
       html += '<tr class="round"><td>' + (n + 1) + "</td>" + r.hands.map((h) => "<td>" + dice(h.dice) + "</td>").join("") +
