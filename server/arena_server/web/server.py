@@ -73,6 +73,8 @@ class WebServer:
         server, task = self._server, self._task
         if server is None or task is None:
             return
+        if self.app is not None:
+            await self.app.state.site.live.close()  # every live viewer's stream ends
         server.should_exit = True
         server.force_exit = True  # live streams never end by themselves; do not wait for them
         with contextlib.suppress(asyncio.CancelledError):
