@@ -293,14 +293,16 @@ async def test_serve_prints_the_web_address_and_serves_it(tmp_path: Path) -> Non
 
 async def test_leaderboard_stream_says_when_the_pool_changes(site: WebSite) -> None:
     await site.play("rps", "rock", "rotate")
-    async with httpx.AsyncClient(base_url=site.url, timeout=10) as client:
-        async with client.stream("GET", "/leaderboard/rps/events") as stream:
-            lines = stream.aiter_lines()
-            assert await anext(lines) == "event: hello"
-            assert json.loads((await anext(lines))[6:])["matches"] == 1
-            began = time.monotonic()
-            await site.play("rps", "beat-last", "rock")
-            while (line := await anext(lines)) != "event: changed":
-                pass
-            assert json.loads((await anext(lines))[6:])["matches"] == 2
-            assert time.monotonic() - began < 2.0
+    async with (
+        httpx.AsyncClient(base_url=site.url, timeout=10) as client,
+        client.stream("GET", "/leaderboard/rps/events") as stream,
+    ):
+        lines = stream.aiter_lines()
+        assert await anext(lines) == "event: hello"
+        assert json.loads((await anext(lines))[6:])["matches"] == 1
+        began = time.monotonic()
+        await site.play("rps", "beat-last", "rock")
+        while await anext(lines) != "event: changed":
+            pass
+        assert json.loads((await anext(lines))[6:])["matches"] == 2
+        assert time.monotonic() - began < 2.0
