@@ -306,3 +306,15 @@ async def test_leaderboard_stream_says_when_the_pool_changes(site: WebSite) -> N
             pass
         assert json.loads((await anext(lines))[6:])["matches"] == 2
         assert time.monotonic() - began < 2.0
+
+
+async def test_a_viewer_that_falls_too_far_behind_is_dropped_with_the_reason() -> None:
+    from arena_server.web.live import VIEWER_BACKLOG, Viewer, event
+
+    viewer = Viewer()
+    for n in range(VIEWER_BACKLOG + 1):  # nobody reads this stream
+        viewer.send(event("frame", {"n": n}))
+    assert viewer.dropped and viewer.queue.qsize() == 2  # the backlog was freed
+    text = viewer.queue.get_nowait()
+    assert text is not None and text.startswith("event: dropped") and f"fell {VIEWER_BACKLOG} updates behind" in text
+    assert viewer.queue.get_nowait() is None  # then the stream ends
