@@ -105,6 +105,50 @@ class SubmissionResult:
     files: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class VersionListing:
+    """One version of a registered bot and the verdict of its self-check."""
+
+    version: int
+    status: str
+    """``accepted``, ``rejected`` or ``checking``."""
+    command: str
+    games: tuple[str, ...]
+    check_report: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class BotDetails:
+    """A registered bot's public facts (never its token) and its versions, newest first."""
+
+    name: str
+    kind: str
+    description: str
+    created_at: datetime
+    versions: tuple[VersionListing, ...]
+
+
+async def bot_details(store: Store, name: str, limit: int = MAX_VERSIONS_PER_BOT) -> BotDetails | None:
+    """The registered bot ``name`` with its newest ``limit`` versions, or None if no such name is registered."""
+    async with store.conn.execute(
+        "SELECT id, name, kind, description, created_at FROM bots WHERE name = ?", (name,)
+    ) as cur:
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    async with store.conn.execute(
+        "SELECT version, status, COALESCE(command, ''), games, check_report, created_at FROM bot_versions "
+        "WHERE bot_id = ? ORDER BY version DESC LIMIT ?",
+        (row[0], limit),
+    ) as cur:
+        versions = tuple(
+            VersionListing(int(v), st, cmd, tuple(json.loads(g or "[]")), rep, datetime.fromisoformat(at))
+            for v, st, cmd, g, rep, at in await cur.fetchall()
+        )
+    return BotDetails(row[1], row[2], row[3], datetime.fromisoformat(row[4]), versions)
+
+
 def default_data_dir(db_path: str) -> Path:
     """Where submitted bots live by default: ``arena-data/`` next to the database file."""
     return Path(db_path).resolve().parent / "arena-data"
