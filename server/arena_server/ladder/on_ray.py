@@ -19,6 +19,7 @@ Arena installed, as the workers import it to play.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from arena_client import TimeControl
@@ -72,6 +73,7 @@ class RayMatches:
             if not ray.is_initialized():
                 ray.init(
                     address=address,
+                    num_cpus=None if address else len(os.sched_getaffinity(0)),  # local: the CPUs we may use
                     include_dashboard=False,
                     log_to_driver=False,
                     configure_logging=False,
