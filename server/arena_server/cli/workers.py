@@ -233,7 +233,16 @@ async def _worker(config: WorkerConfig) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await store.announce_ready(config.index)
-    await stop.wait()
+    lost = asyncio.ensure_future(store.lost.wait())
+    await asyncio.wait({lost, asyncio.ensure_future(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    if store.lost.is_set() and not stop.is_set():
+        # The main process died (SIGKILL, crash): nothing can be stored any more, so stop serving; the
+        # next start marks the matches left running as aborted.
+        print(f"arena: worker {config.index}: the main process is gone; stopping", file=sys.stderr, flush=True)
+        await hub.shutdown("the server stopped", grace=1.0)
+        await server.stop(grace=0)
+        await store.close()
+        return
     await hub.shutdown("the server is shutting down", grace=max(config.grace - 2.0, 1.0))
     await server.stop(grace=1.0)
     await store.close()

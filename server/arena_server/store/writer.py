@@ -158,6 +158,8 @@ class WorkerStore(Store):
         self._writer = writer
         self._next = 0
         self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self.lost = asyncio.Event()
+        """Set when the main process (the writer) is gone: the worker must stop, nothing can be stored."""
         self._pump = asyncio.ensure_future(self._receive())
 
     @classmethod
@@ -192,6 +194,7 @@ class WorkerStore(Store):
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
         finally:
+            self.lost.set()
             for waiter in self._waiting.values():
                 if not waiter.done():
                     waiter.set_exception(StoreError(problem))
