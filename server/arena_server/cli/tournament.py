@@ -9,7 +9,7 @@ import time
 from typing import TextIO
 
 from arena_bots import hosted_bots
-from arena_games import Game
+from arena_games import Game, load_game
 from arena_server.cli import CliError
 from arena_server.cli.common import (
     add_game_arguments,
@@ -126,10 +126,12 @@ async def _run(args: argparse.Namespace, game: Game, tc: object) -> int:
             from arena_server.ladder.on_ray import RayMatches, RayUnavailable
 
             try:
-                remote = await asyncio.to_thread(RayMatches, args.ray or None)
+                remote = RayMatches(args.ray or None)  # in the main thread: Ray installs its signal handlers
             except RayUnavailable as exc:
                 await hub.shutdown()
                 raise CliError(str(exc)) from None
+            short = load_game(game.name, **{**game.params, "rounds": 3}) if "rounds" in game.params else game
+            await asyncio.to_thread(remote.warm_up, short, tuple(tournament.bots))
             concurrency = max(concurrency, 2 * remote.slots_at_once)  # the round trip to the driver overlaps play
             print(f"arena: on Ray ({remote.slots_at_once} CPUs), {concurrency} matches at once", file=sys.stderr)
         try:

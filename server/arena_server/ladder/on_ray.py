@@ -53,6 +53,25 @@ def _play_slot(game: Game, seating: tuple[str, ...], tc: TimeControl, seed: str,
     return asyncio.run(play())
 
 
+def _warm(game: Game, bots: tuple[str, ...]) -> int:
+    """Import the bots and compile their kernels in this Ray worker: one short match per bot against itself."""
+    from arena_bots import hosted_bots
+    from arena_server.matches.hub import Hub
+
+    async def play() -> None:
+        hub = Hub(None, hosted_bots())
+        try:
+            for bot in bots:
+                running = await hub.start_match(game, [bot] * game.num_players, rated=False)
+                assert running.task is not None
+                await running.task
+        finally:
+            await hub.shutdown()
+
+    asyncio.run(play())
+    return os.getpid()
+
+
 class RayMatches:
     """Plays tournament slots as Ray tasks; ``slots_at_once`` is how many the cluster runs together."""
 
@@ -81,6 +100,11 @@ class RayMatches:
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}; check the address") from None
         self._remote = ray.remote(num_cpus=1, max_retries=2)(_play_slot)
+
+    def warm_up(self, game: Game, bots: tuple[str, ...]) -> None:
+        """Before the clock starts: every worker imports the bots and compiles their kernels (numba)."""
+        warm = self.ray.remote(num_cpus=1)(_warm)
+        self.ray.get([warm.remote(game, bots) for _ in range(self.slots_at_once)])
 
     @property
     def slots_at_once(self) -> int:
