@@ -89,7 +89,9 @@ async def load(port: int, matches: int) -> float:
     async def connection(i: int) -> None:
         nonlocal moves
         # A distinct channel option keeps gRPC from sharing one connection between the channels.
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1), ("bench.channel", i)]) as channel:
+        async with grpc.aio.insecure_channel(
+            f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1), ("bench.channel", i)]
+        ) as channel:
             stub = mp_grpc.MatchServiceStub(channel)
             while not queue.empty():
                 queue.get_nowait()
@@ -123,9 +125,12 @@ def main() -> None:
             ones.append(measure(1, folder, repeat))
             twos.append(measure(2, folder, repeat))
     ratio = statistics.median(t / o for t, o in zip(twos, ones, strict=True))
-    print(f"CPUs available: {cpus}; {MATCHES} matches of {ROUNDS} rounds, {CONNECTIONS} connections, median of {REPEATS}")
-    print(f"arena serve --workers 1 : {statistics.median(ones):9.0f} moves/s  (runs: {', '.join(f'{x:.0f}' for x in ones)})")
-    print(f"arena serve --workers 2 : {statistics.median(twos):9.0f} moves/s  (runs: {', '.join(f'{x:.0f}' for x in twos)})")
+    print(
+        f"CPUs available: {cpus}; {MATCHES} matches of {ROUNDS} rounds, {CONNECTIONS} connections, median of {REPEATS}"
+    )
+    for label, runs in (("1", ones), ("2", twos)):
+        each = ", ".join(f"{x:.0f}" for x in runs)
+        print(f"arena serve --workers {label} : {statistics.median(runs):9.0f} moves/s  (runs: {each})")
     print(f"ratio 2 workers / 1     : {ratio:9.2f}x (target >= 1.7x)")
 
 

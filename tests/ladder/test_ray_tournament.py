@@ -1,4 +1,4 @@
-"""``arena tournament --ray``: a real local Ray cluster (this machine's CPUs: 2 here), the real CLI, the real SQLite file.
+"""``arena tournament --ray``: a real local Ray cluster (this machine's 2 CPUs), the real CLI, the real SQLite file.
 
 The quick test plays a whole tournament on Ray and checks the store against
 the schedule; the slow one kills the run (the driver and its Ray processes)

@@ -31,7 +31,8 @@ RATING_TABLES = {
     "ratings": "SELECT pool, bot_name, games, wins, draws, losses, score, mu, sigma FROM ratings ORDER BY 1, 2",
     "rating_pairs": "SELECT * FROM rating_pairs ORDER BY 1, 2, 3",
     "rated_matches": "SELECT * FROM rated_matches ORDER BY 1",
-    "matches": "SELECT id, game, status, returns, move_count, seed, rated FROM matches ORDER BY id"  # moves hold timings,
+    # Not the moves: they hold timings.
+    "matches": "SELECT id, game, status, returns, move_count, seed, rated FROM matches ORDER BY id",
 }
 
 
@@ -102,7 +103,7 @@ async def test_a_gone_writer_is_a_clear_error(tmp_path: Path) -> None:
         for connection in connections:
             connection.close()
         await asyncio.wait_for(worker.lost.wait(), 10)
-        with pytest.raises(StoreError, match="the main process .* is gone"):
+        with pytest.raises(StoreError, match=r"the main process .* is gone"):
             await worker.start_match(running.record)
     finally:
         await worker.close()

@@ -71,12 +71,21 @@ def _reserve_port(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise CliError(f"cannot listen on {host}:{port}: {exc}; is another server running? pick another --port") from None
+        raise CliError(
+            f"cannot listen on {host}:{port}: {exc}; is another server running? pick another --port"
+        ) from None
     return sock
 
 
 async def serve_workers(
-    host: str, port: int, db: str, tc: TimeControl, workers: int, data_dir: str | None, allow_unsandboxed: bool, grace: float
+    host: str,
+    port: int,
+    db: str,
+    tc: TimeControl,
+    workers: int,
+    data_dir: str | None,
+    allow_unsandboxed: bool,
+    grace: float,
 ) -> int:
     """Run the main process of a multi-process server until SIGTERM/SIGINT; returns the exit status."""
     from arena_bots import hosted_bots

@@ -84,9 +84,7 @@ class RayMatches:
         try:
             import ray
         except ImportError:
-            raise RayUnavailable(
-                "--ray needs Ray: install the optional extra with pip install 'arena[ray]'"
-            ) from None
+            raise RayUnavailable("--ray needs Ray: install the optional extra with pip install 'arena[ray]'") from None
         self.ray: Any = ray
         try:
             if not ray.is_initialized():

@@ -59,7 +59,7 @@ async def read_message(reader: asyncio.StreamReader) -> Any:
     """Read one length-prefixed pickled message (raises ``IncompleteReadError`` at the end of the stream)."""
     header = await reader.readexactly(_HEADER.size)
     (size,) = _HEADER.unpack(header)
-    return pickle.loads(await reader.readexactly(size))  # noqa: S301 - our own worker processes, over a private socket
+    return pickle.loads(await reader.readexactly(size))  # only our own processes reach the private socket
 
 
 class _Cursor:
@@ -152,7 +152,9 @@ class WorkerStore(Store):
     Use :meth:`connect`; ``close`` ends both connections.
     """
 
-    def __init__(self, conn: aiosqlite.Connection, path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, conn: aiosqlite.Connection, path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         super().__init__(conn, path, None)
         self._reader = reader
         self._writer = writer
@@ -253,8 +255,9 @@ async def serve_writes(
 
     async def handle(request_id: int, op: str, args: tuple[Any, ...]) -> None:
         try:
+            value: Any = None
             if op == "start":
-                value: Any = await store.start_match(args[0])
+                value = await store.start_match(args[0])
             elif op == "finish":
                 record, statements = args
                 hooks = [h for h in (rating_change(record), _replay(statements)) if h is not None]
@@ -263,14 +266,16 @@ async def serve_writes(
                     for hook in hooks:
                         await hook(conn)
 
-                value = await store.finish_match(record, extra if hooks else None)
+                await store.finish_match(record, extra if hooks else None)
             elif op == "reveal":
-                value = await store.reveal_seed(args[0])
+                await store.reveal_seed(args[0])
             elif op == "ready":
-                value = on_ready(args[0]) if on_ready is not None else None
+                if on_ready is not None:
+                    on_ready(args[0])
             elif op == "transaction":
                 work = _replay(args[0])
-                value = await store.run_in_transaction(work) if work is not None else None
+                if work is not None:
+                    await store.run_in_transaction(work)
             else:
                 raise StoreError(f"unknown store request {op!r}")
             reply: tuple[int, bool, Any] = (request_id, True, value)
