@@ -156,3 +156,37 @@ def test_bad_workers_values(tmp_path: Path, extra: list[str], message: str) -> N
     assert proc.returncode != 0
     assert message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
+    first = serve(tmp_path / "a.db", "--workers", "2", "--no-ladder")
+    try:
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "arena_server.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port_of(first)),
+                "--db",
+                str(tmp_path / "b.db"),
+                "--workers",
+                "2",
+                "--no-ladder",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode != 0
+        assert second.stderr.strip().endswith("another server answers there; pick another --port")
+        assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+        assert not (tmp_path / "b.db").exists()  # refused before it touched anything
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(30)
+        close(first)

@@ -65,6 +65,11 @@ def resolve_workers(value: str) -> int:
 def _reserve_port(host: str, port: int) -> socket.socket:
     """A bound (not listening) socket holding the port, so every worker binds the same one."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if port:
+        # SO_REUSEPORT would let this server share the port with another multi-worker server: refuse instead.
+        probe_host = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
+        with contextlib.suppress(OSError), socket.create_connection((probe_host, port), timeout=1.0):
+            raise CliError(f"cannot listen on {host}:{port}: another server answers there; pick another --port")
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
@@ -95,16 +100,16 @@ async def serve_workers(
     from arena_server.matches.hub import Hub
     from arena_server.store.writer import serve_writes
 
-    store = await open_database(db)
+    holder = _reserve_port(host, port)
+    try:
+        store = await open_database(db)
+    except BaseException:
+        holder.close()
+        raise
     hub = Hub(store, hosted_bots(), tc)
     if hub.registry is not None:
         await prepare_registry(hub.registry, data_dir)
         await check_sandbox(hub.registry, allow_unsandboxed)
-    try:
-        holder = _reserve_port(host, port)
-    except CliError:
-        await store.close()
-        raise
     bound = holder.getsockname()[1]
     folder = tempfile.mkdtemp(prefix="arena-writer-")
     socket_path = os.path.join(folder, "writer.sock")

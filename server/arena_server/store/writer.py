@@ -281,6 +281,8 @@ async def serve_writes(
             reply: tuple[int, bool, Any] = (request_id, True, value)
         except (sqlite3.Error, StoreError, OSError) as exc:
             reply = (request_id, False, str(exc))
+        except Exception as exc:  # never leave a worker waiting: it gets the failure as a store error
+            reply = (request_id, False, f"the store writer failed on {op!r}: {exc!r}")
         with contextlib.suppress(ConnectionError, OSError):
             await send_message(writer, reply)
 
