@@ -25,6 +25,7 @@ from arena_server.cli import CliError
 from arena_server.cli.common import add_time_control_arguments, open_database, time_control_from_args
 from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
 from arena_server.cli.ladder import ladder_config, start_ladder
+from arena_server.cli.workers import resolve_workers, serve_workers
 from arena_server.ladder.scheduler import LadderConfig, RatingRefitter
 from arena_server.matches.hub import Hub
 from arena_server.web.server import WebServer
@@ -64,6 +65,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(default 8080; 0 picks a free one)",
     )
     web.add_argument("--no-http", action="store_true", help="do not serve the web interface")
+    p.add_argument(
+        "--workers",
+        default="1",
+        metavar="N",
+        help="worker processes running matches (default 1; auto: one per CPU); the main process "
+        "stays the only database writer (docs/cluster.md)",
+    )
     add_time_control_arguments(p)
     add_ladder_arguments(p)  # issue 5
     p.set_defaults(func=run)
@@ -77,6 +85,30 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.shutdown_grace <= 600:
         raise CliError(f"--shutdown-grace {args.shutdown_grace:g} is out of range; use 1..600 seconds")
     tc = time_control_from_args(args)
+    workers = resolve_workers(str(args.workers))
+    if workers > 1:
+        if not args.no_ladder:
+            raise CliError(
+                f"--workers {workers}: the rated ladder runs in one process only; add --no-ladder, "
+                "or use --workers 1 (docs/cluster.md)"
+            )
+        if not args.no_http:
+            print(
+                f"arena: --workers {workers}: the web interface is served with --workers 1 only; not serving it",
+                file=sys.stderr,
+            )
+        return asyncio.run(
+            serve_workers(
+                args.host,
+                args.port,
+                args.db,
+                tc,
+                workers,
+                args.data_dir,
+                args.allow_unsandboxed_uploads,
+                args.shutdown_grace,
+            )
+        )
     return asyncio.run(
         _serve(
             args.host,
