@@ -61,6 +61,7 @@ def start_server(workers: int, db: str) -> tuple[subprocess.Popen[str], int]:
             "--db",
             db,
             "--no-ladder",
+            "--no-http",
             "--workers",
             str(workers),
         ],

@@ -36,7 +36,7 @@ class _Remote:
 
 async def test_seed_is_secret_across_the_writer_hop(tmp_path: Path) -> None:
     db = tmp_path / "arena.db"
-    proc = serve(db, "--workers", "2", "--no-ladder")
+    proc = serve(db, "--workers", "2", "--no-ladder", "--no-http")
     try:
         port = int(proc.args[proc.args.index("--port") + 1])  # type: ignore[union-attr]
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:

@@ -63,7 +63,7 @@ def child_cpu(proc: subprocess.Popen[str]) -> dict[int, float]:
 
 def test_two_workers_share_matches_and_commit_before_notify(tmp_path: Path) -> None:
     db = tmp_path / "arena.db"
-    proc = serve(db, "--workers", "2", "--no-ladder", "--host", "0.0.0.0")
+    proc = serve(db, "--workers", "2", "--no-ladder", "--no-http", "--host", "0.0.0.0")
     try:
         port = port_of(proc)
         before = child_cpu(proc)
@@ -102,7 +102,7 @@ def test_two_workers_share_matches_and_commit_before_notify(tmp_path: Path) -> N
 
 def test_shutdown_with_workers_aborts_and_records(tmp_path: Path) -> None:
     db = tmp_path / "arena.db"
-    proc = serve(db, "--workers", "2", "--no-ladder", "--shutdown-grace", "5")
+    proc = serve(db, "--workers", "2", "--no-ladder", "--no-http", "--shutdown-grace", "5")
     try:
         port = port_of(proc)
 
@@ -140,7 +140,7 @@ def test_shutdown_with_workers_aborts_and_records(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--workers", "0", "--no-ladder"], "--workers 0 is out of range; use 1..256 or auto"),
+        (["--workers", "0", "--no-ladder", "--no-http"], "--workers 0 is out of range; use 1..256 or auto"),
         (["--workers", "two"], "--workers 'two' is not a number"),
         (["--workers", "2"], "the rated ladder runs in one process only; add --no-ladder"),
     ],
@@ -159,7 +159,7 @@ def test_bad_workers_values(tmp_path: Path, extra: list[str], message: str) -> N
 
 
 def test_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
-    first = serve(tmp_path / "a.db", "--workers", "2", "--no-ladder")
+    first = serve(tmp_path / "a.db", "--workers", "2", "--no-ladder", "--no-http")
     try:
         second = subprocess.run(
             [
@@ -176,6 +176,7 @@ def test_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
                 "--workers",
                 "2",
                 "--no-ladder",
+                "--no-http",
             ],
             cwd=ROOT,
             capture_output=True,
