@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray,browser]'
 	touch $(STAMP)
 
 ## run: set up and start the server with its defaults (port 50051, arena.db, hosted bots)
@@ -35,8 +35,7 @@ test-slow: $(STAMP) $(JS_DEPS)
 ## when missing; never downloads Playwright's own browsers)
 test-browser: $(STAMP)
 	test -x /usr/bin/chromium || apt-get install -y chromium
-	$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[dev,browser]'
-	$(BIN)/python -m pytest -m slow -p no:randomly tests/web/test_browser.py
+	$(BIN)/python -m pytest -m browser -p no:randomly tests/web/test_browser.py
 
 ## soak: the restart soaks only (ladder + remote SDK bots, 20 server kills/restarts), figures printed
 soak: $(STAMP)

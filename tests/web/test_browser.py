@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     async_playwright = None  # type: ignore[assignment]
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.browser,
     pytest.mark.skipif(
         async_playwright is None or not os.path.exists(CHROMIUM),
         reason=f"no browser: needs the playwright package (pip install -e '.[browser]') and {CHROMIUM} "
