@@ -16,8 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 
+from arena.v1 import bots_pb2 as bp
+from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena_client import Bot, MatchResult, Turn
 from arena_client.remote import Client
 from tests.ladder.test_crash import ROOT, close, serve
@@ -191,3 +194,22 @@ def test_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
         first.send_signal(signal.SIGTERM)
         first.wait(30)
         close(first)
+
+
+def test_bots_are_registered_on_a_single_process_server_only(tmp_path: Path) -> None:
+    """A worker's store is read-only: RegisterBot and SubmitBot say so in one line instead of SQLite's error."""
+    proc = serve(tmp_path / "arena.db", "--workers", "2", "--no-ladder", "--no-http")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port_of(proc)}") as channel:
+            stub = bp_grpc.BotServiceStub(channel)
+            for call, request in (
+                (stub.RegisterBot, bp.RegisterBotRequest(name="newcomer", games=["rps"])),
+                (stub.SubmitBot, bp.SubmitBotRequest(name="newcomer", token="x", filename="b.py", content=b"")),
+            ):
+                with pytest.raises(grpc.RpcError) as info:
+                    call(request, timeout=30)
+                assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+                assert "--workers 1" in str(info.value.details()), info.value.details()
+                assert "readonly" not in str(info.value.details())
+    finally:
+        close(proc)

@@ -55,10 +55,17 @@ class BotServicer(bp_grpc.BotServiceServicer):
             await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, "this server has no database for bots")
         return self.hub.registry
 
+    async def _writable_registry(self, context: Any) -> BotRegistry:
+        registry = await self._registry(context)
+        refused = registry.store.bot_writes_refused
+        if refused is not None:
+            await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, refused)
+        return registry
+
     async def RegisterBot(  # type: ignore[override]
         self, request: bp.RegisterBotRequest, context: grpc.aio.ServicerContext
     ) -> bp.RegisterBotResponse:
-        registry = await self._registry(context)
+        registry = await self._writable_registry(context)
         name = request.name.strip()
         if name in self.hub.hosted:
             await _abort(context, grpc.StatusCode.ALREADY_EXISTS, f"{name!r} is a hosted reference bot's name")
@@ -75,7 +82,7 @@ class BotServicer(bp_grpc.BotServiceServicer):
     async def SubmitBot(  # type: ignore[override]
         self, request: bp.SubmitBotRequest, context: grpc.aio.ServicerContext
     ) -> bp.SubmitBotResponse:
-        registry = await self._registry(context)
+        registry = await self._writable_registry(context)
         framing = _FRAMINGS.get(request.framing)
         if framing is None:
             await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"unknown framing {request.framing}")

@@ -276,6 +276,9 @@ def _tc_from_json(text: str) -> TimeControl:
 class Store:
     """The Arena database. Create with :meth:`open`; close with :meth:`close`."""
 
+    bot_writes_refused: str | None = None
+    """Why this store cannot register or update bots (a worker's read-only store), or None."""
+
     def __init__(self, conn: aiosqlite.Connection, path: str, lock_fd: int | None) -> None:
         self.conn = conn
         self.path = path

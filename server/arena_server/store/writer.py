@@ -152,6 +152,11 @@ class WorkerStore(Store):
     Use :meth:`connect`; ``close`` ends both connections.
     """
 
+    bot_writes_refused = (
+        "this server runs several worker processes (arena serve --workers), which register and submit "
+        "no bots; register or submit on a server started with --workers 1 on the same database"
+    )
+
     def __init__(
         self, conn: aiosqlite.Connection, path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
