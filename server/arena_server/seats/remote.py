@@ -341,6 +341,8 @@ class RemoteSeat(Seat):
         self._future: asyncio.Future[Answer] | None = None
         self._started = 0.0
         self._failure: Answer | None = None
+        self._deadline: Deadline | None = None
+        """The turn deadline, re-armed turn after turn (one event-loop timer per deadline length, not per turn)."""
 
     async def start(self, match: MatchInfo) -> Answer | None:
         self.match_id = match.match_id
@@ -370,18 +372,20 @@ class RemoteSeat(Seat):
         session = self.session
         lag = LoopLag.of(loop)
         lag.acquire()
-        timer: Deadline | None = None
         asking = True
 
         def written() -> None:
             # The bot's clock starts when the Turn is written, and counts only while the loop is responsive.
-            nonlocal timer
             if not asking or future.done():
                 return
             session.owed_turn = turn_id
             session.settled.clear()
             self._started = time.perf_counter()
-            timer = lag.deadline(timeout, lambda: self._expire(future, turn_id, timeout))
+            expire = lambda: self._expire(future, turn_id, timeout)  # noqa: E731
+            if self._deadline is None:
+                self._deadline = lag.deadline(timeout, expire)
+            else:
+                self._deadline.restart(timeout, expire)
 
         try:
             # Written by the session's writer task, which an abort (the server shutting down) never cuts in
@@ -390,8 +394,8 @@ class RemoteSeat(Seat):
             return await future
         finally:
             asking = False
-            if timer is not None:
-                timer.cancel()
+            if self._deadline is not None:
+                self._deadline.cancel()
             lag.release()
             self._future = None
             self._expected = 0
@@ -473,6 +477,8 @@ class RemoteSeat(Seat):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(notice), END_NOTICE_TIMEOUT)
         finally:
+            if self._deadline is not None:
+                self._deadline.close()
             self.session.past_matches.append(self.match_id)
             if self.session.seat is self:
                 self.session.seat = None
