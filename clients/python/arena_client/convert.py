@@ -102,7 +102,8 @@ def _turn_moves_bytes(moves: typing.Iterable[PublicMove]) -> bytes:
         key = (m.seat, m.action, m.label)
         fragment = _MOVE_BYTES.get(key)
         if fragment is None:
-            fragment = bs.Turn(moves=[common.PublicMove(seat=m.seat, action=m.action, label=m.label)]).SerializeToString()
+            move = common.PublicMove(seat=m.seat, action=m.action, label=m.label)
+            fragment = bs.Turn(moves=[move]).SerializeToString()
             if len(_MOVE_BYTES) < _CACHE_LIMIT:
                 _MOVE_BYTES[key] = fragment
         parts.append(fragment)
