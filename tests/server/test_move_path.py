@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from arena_client import Bot, MatchInfo, PublicMove, Termination, Turn
 from arena_client.convert import turn_from_proto, turn_to_proto
 from arena_client.remote import Client
 from arena_games import load_game
+from arena_server.referee.clock import LoopLag
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
@@ -66,7 +68,7 @@ async def test_a_remote_match_costs_no_task_and_no_timer_per_move(live_server: L
     client = Client(Paper(), live_server.address, name="lean", threaded=False)
     await client.play(opponent="rock", params={"rounds": 10})  # connections and caches warmed up
     loop.set_task_factory(counting_factory)
-    loop.call_at = counting_call_at  # type: ignore[method-assign]
+    loop.call_at = counting_call_at  # type: ignore[method-assign,assignment]
     try:
         results = await client.play(opponent="rock", params={"rounds": ROUNDS})
     finally:
@@ -234,3 +236,42 @@ async def test_serve_uvloop_without_uvloop_says_how_to_install_it(tmp_path: Path
         "install it with pip install 'arena[uvloop]', or leave out --uvloop"
     ]
     assert not (tmp_path / "arena.db").exists()  # refused before anything was opened
+
+
+async def _until(check: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "the deadline never fired"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_reused_deadline_fires_once_for_its_latest_arming_only() -> None:
+    lag = LoopLag.of()
+    lag.acquire()
+    fired: list[tuple[str, float]] = []
+    start = time.perf_counter()
+
+    def note(name: str) -> Callable[[], None]:
+        return lambda: fired.append((name, time.perf_counter() - start))
+
+    try:
+        deadline = lag.deadline(0.05, note("first"))
+        deadline.restart(0.3, note("pushed back"))  # the 0.05 s timer moves itself on when it fires
+        await asyncio.sleep(0.15)
+        assert fired == []
+        await _until(lambda: bool(fired))
+        assert [name for name, _ in fired] == ["pushed back"] and fired[0][1] >= 0.3
+
+        start = time.perf_counter()
+        deadline.restart(5.0, note("long"))
+        deadline.restart(0.05, note("pulled in"))  # shorter than the timer in place: the timer is moved
+        await _until(lambda: len(fired) == 2)
+        assert fired[1][0] == "pulled in" and 0.05 <= fired[1][1] < 4.0
+
+        deadline.restart(0.05, note("cancelled"))
+        deadline.cancel()
+        await asyncio.sleep(0.2)
+        assert len(fired) == 2  # a cancelled arming never fires, though its timer ran
+        deadline.close()
+    finally:
+        lag.release()
