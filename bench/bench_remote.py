@@ -9,20 +9,33 @@
    Action back, plus refereeing. Measured with ``act`` in a worker thread
    (the SDK default) and inline.
 3. Throughput: ``arena serve`` in its own process and 64 SDK clients in this
-   one, 64 concurrent matches; moves (actions applied, both seats) per second.
+   one, 64 concurrent matches, against the bare echo server in its own
+   process and 64 concurrent ping-pong streams from this one.
 
-Targets: (2) at most 1.3x (1); (3) at least 5,000 moves/s on 2 cores.
+Each pair runs ``REPEATS`` times, interleaved, so background load hits both
+alike; a ratio is the median of the per-repeat ratios (the baseline measured
+next to it). Two figures per round trip: the mean over the whole match
+(connection and match start included) and the median of the per-move times
+(the bot stamps every ``act``; the bare loop times every ping-pong), which a
+machine shared with other work disturbs much less.
+
+Targets: (2) at most 1.3x (1); (3) at least 0.8x the bare round trips per second.
+Run: ``.venv/bin/python bench/bench_remote.py``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Iterator
 
 import grpc
 
@@ -35,19 +48,52 @@ from arena_server.matches.hub import Hub
 
 ROUNDS = 1000
 REPEATS = 5
+MATCHES = 64
+LOAD_ROUNDS = 300
+
+ECHO_SERVER = """
+import asyncio, sys
+import grpc
+
+async def echo(request_iterator, context):
+    async for message in request_iterator:
+        yield message
+
+async def main():
+    server = grpc.aio.server()
+    handler = grpc.stream_stream_rpc_method_handler(echo)
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("bench.Echo", {"Ping": handler})])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(port, flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes stdin
+    await server.stop(0)
+
+asyncio.run(main())
+"""
 
 
 class Scissors(Bot):
+    """Always scissors; notes when each ``act`` is called (one stamp per round)."""
+
     name = "bench-bot"
     games = ("rps",)
 
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+
     def act(self, turn: Turn) -> int:
+        self.stamps.append(time.perf_counter())
         return 2
 
 
-async def bare_round_trip(n: int) -> float:
-    """Seconds per request/response on an echoing bidi stream."""
+def turn_payload() -> bytes:
+    turn = bs.ServerMessage(turn=bs.Turn(match_id="1", turn_id=1, legal_actions=[0, 1, 2]))
+    turn.turn.observation.rps.signs = 3
+    return turn.SerializeToString()
 
+
+def echo_server() -> grpc.aio.Server:
     async def echo(request_iterator, context):  # type: ignore[no-untyped-def]
         async for message in request_iterator:
             yield message
@@ -55,84 +101,106 @@ async def bare_round_trip(n: int) -> float:
     server = grpc.aio.server()
     handler = grpc.stream_stream_rpc_method_handler(echo)
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("bench.Echo", {"Ping": handler})])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    turn = bs.ServerMessage(turn=bs.Turn(match_id="1", turn_id=1, legal_actions=[0, 1, 2]))
-    turn.turn.observation.rps.signs = 3
-    payload = turn.SerializeToString()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    return server
+
+
+async def ping_pong(target: str, n: int, times: list[float] | None = None) -> None:
+    """``n`` round trips on one echo stream (after 50 to warm up), each timed into ``times`` if given."""
+    payload = turn_payload()
+    async with grpc.aio.insecure_channel(target) as channel:
         call = channel.stream_stream("/bench.Echo/Ping")()
         for _ in range(50):
             await call.write(payload)
             await call.read()
-        start = time.perf_counter()
         for _ in range(n):
+            start = time.perf_counter()
             await call.write(payload)
             await call.read()
-        elapsed = time.perf_counter() - start
+            if times is not None:
+                times.append(time.perf_counter() - start)
         await call.done_writing()
-    await server.stop(0)
-    return elapsed / n
 
 
-async def arena_round_trip(threaded: bool) -> float:
-    """Seconds per round of a remote SDK bot vs a hosted bot through the real server."""
+async def bare_round_trip(n: int) -> tuple[float, float]:
+    """Seconds per request/response on an echoing bidi stream: (mean, median)."""
+    server = echo_server()
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    times: list[float] = []
+    try:
+        await ping_pong(f"127.0.0.1:{port}", n, times)
+    finally:
+        await server.stop(0)
+    return statistics.fmean(times), statistics.median(times)
+
+
+async def arena_round_trip(threaded: bool) -> tuple[float, float]:
+    """Seconds per round of a remote SDK bot vs a hosted bot through the real server: (mean, median)."""
     hub = Hub(None, arena_bots.hosted_bots())
     async with running_server(hub, port=0) as (_server, port):
         warm = Client(Scissors(), f"127.0.0.1:{port}", name="warm", threaded=threaded)
         await warm.play(opponent="rock", params={"rounds": 100})
-        client = Client(Scissors(), f"127.0.0.1:{port}", name="bench", threaded=threaded)
+        bot = Scissors()
+        client = Client(bot, f"127.0.0.1:{port}", name="bench", threaded=threaded)
         start = time.perf_counter()
         await client.play(opponent="rock", params={"rounds": ROUNDS})
         elapsed = time.perf_counter() - start
-    return elapsed / ROUNDS
+    gaps = [b - a for a, b in zip(bot.stamps, bot.stamps[1:], strict=False)]
+    return elapsed / ROUNDS, statistics.median(gaps)
 
 
-async def throughput(port: int, matches: int, rounds: int) -> float:
+async def arena_throughput(port: int, matches: int, rounds: int) -> float:
+    """Remote round trips (one Turn out, one Action back) per second over ``matches`` concurrent matches."""
     clients = [Client(Scissors(), f"127.0.0.1:{port}", name=f"load-{i}", threaded=False) for i in range(matches)]
     start = time.perf_counter()
     await asyncio.gather(*(c.play(opponent="rock", params={"rounds": rounds}) for c in clients))
     elapsed = time.perf_counter() - start
     assert all(c.results and c.results[0].termination.name == "NORMAL" for c in clients)
-    return matches * rounds * 2 / elapsed
+    return matches * rounds / elapsed
 
 
-def main() -> None:
-    import statistics
+async def bare_throughput(port: int, streams: int, rounds: int) -> float:
+    """Echo round trips per second over ``streams`` concurrent streams (each on its own channel)."""
+    start = time.perf_counter()
+    await asyncio.gather(*(ping_pong(f"127.0.0.1:{port}", rounds) for _ in range(streams)))
+    return streams * rounds / (time.perf_counter() - start)
 
-    bares, threads, inlines = [], [], []
-    for _ in range(REPEATS):  # interleaved, so background load hits all three alike
-        bares.append(asyncio.run(bare_round_trip(ROUNDS)))
-        threads.append(asyncio.run(arena_round_trip(True)))
-        inlines.append(asyncio.run(arena_round_trip(False)))
-    bare = statistics.median(bares)
-    t_ratio = statistics.median(t / b for t, b in zip(threads, bares, strict=True))
-    i_ratio = statistics.median(i / b for i, b in zip(inlines, bares, strict=True))
-    print(f"bare grpc.aio ping-pong        : {bare * 1e6:8.1f} us/round trip (median of {REPEATS})")
-    print(
-        f"arena remote SDK bot (thread)  : {statistics.median(threads) * 1e6:8.1f} us/move  "
-        f"ratio {t_ratio:5.2f}x (target <= 1.3x)"
-    )
-    print(f"arena remote SDK bot (inline)  : {statistics.median(inlines) * 1e6:8.1f} us/move  ratio {i_ratio:5.2f}x")
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def loaded(
+    run: Callable[[int], Awaitable[float]], server: contextlib.AbstractContextManager[tuple[int, int]]
+) -> tuple[float, float]:
+    """Run the load against a server process: (round trips per second, server CPU seconds per round trip)."""
+    with server as (port, pid):
+        before = cpu_seconds(pid)
+        start = time.perf_counter()
+        rate = asyncio.run(run(port))
+        elapsed = time.perf_counter() - start
+        cpu = cpu_seconds(pid) - before
+    return rate, cpu / (rate * elapsed)
+
+
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def arena_process(extra: list[str]) -> Iterator[tuple[int, int]]:
+    """``arena serve`` (no ladder, a scratch database) in its own process; yields its port and pid."""
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         server = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "arena_server.cli",
-                "serve",
-                "--no-http",
-                "--port",
-                str(port),
-                "--host",
-                "127.0.0.1",
-                "--no-ladder",  # measure serving remote bots, not the ladder's own matches
-                "--db",
-                os.path.join(tmp, "bench.db"),
+                *(sys.executable, "-m", "arena_server.cli", "serve", "--no-http", "--port", str(port), "--host", "127.0.0.1"),
+                *("--no-ladder", "--db", os.path.join(tmp, "bench.db"), *extra),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -140,11 +208,86 @@ def main() -> None:
         )
         try:
             assert server.stdout is not None and "serving on" in server.stdout.readline()
-            rate = asyncio.run(throughput(port, 64, 300))
+            yield port, server.pid
         finally:
             server.terminate()
             server.communicate(timeout=30)
-    print(f"64 concurrent remote matches   : {rate:8.0f} moves/s (target >= 5000; server and clients share 2 cores)")
+
+
+@contextlib.contextmanager
+def echo_process() -> Iterator[tuple[int, int]]:
+    """The bare echo server in its own process; yields its port and pid."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", ECHO_SERVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield int(server.stdout.readline()), server.pid
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=30)
+
+
+def ratio(values: list[float], bases: list[float]) -> float:
+    return statistics.median(v / b for v, b in zip(values, bases, strict=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--serve-args", default="", help="extra `arena serve` arguments for (3), e.g. --uvloop")
+    args = parser.parse_args()
+    runs: dict[str, list[tuple[float, float]]] = {"bare": [], "thread": [], "inline": []}
+    for _ in range(args.repeats):  # interleaved, so background load hits all three alike
+        runs["bare"].append(asyncio.run(bare_round_trip(ROUNDS)))
+        runs["thread"].append(asyncio.run(arena_round_trip(True)))
+        runs["inline"].append(asyncio.run(arena_round_trip(False)))
+    means = {k: [m for m, _ in v] for k, v in runs.items()}
+    medians = {k: [d for _, d in v] for k, v in runs.items()}
+    print(f"per-move round trip, {ROUNDS} rounds, {args.repeats} interleaved repeats, Python {sys.version.split()[0]}")
+    print(f"{'':31}{'mean':>10}{'ratio':>8}{'median':>10}{'ratio':>8}")
+    for key, label in (
+        ("bare", "bare grpc.aio ping-pong"),
+        ("thread", "arena remote SDK bot (thread)"),
+        ("inline", "arena remote SDK bot (inline)"),
+    ):
+        print(
+            f"{label:<31}{statistics.median(means[key]) * 1e6:8.1f}us{ratio(means[key], means['bare']):7.2f}x"
+            f"{statistics.median(medians[key]) * 1e6:8.1f}us{ratio(medians[key], medians['bare']):7.2f}x"
+        )
+    print("target: arena <= 1.3x bare")
+
+    arena_rates, bare_rates, arena_cpu, bare_cpu = [], [], [], []
+    extra = args.serve_args.split()
+    for _ in range(max(args.repeats // 2, 1)):
+        rate, cpu = loaded(lambda port: bare_throughput(port, MATCHES, LOAD_ROUNDS), echo_process())
+        bare_rates.append(rate)
+        bare_cpu.append(cpu)
+        rate, cpu = loaded(lambda port: arena_throughput(port, MATCHES, LOAD_ROUNDS), arena_process(extra))
+        arena_rates.append(rate)
+        arena_cpu.append(cpu)
+    print(
+        f"{MATCHES} concurrent streams, server in its own process{' (' + args.serve_args + ')' if extra else ''}, "
+        f"clients in this one, {max(args.repeats // 2, 1)} interleaved repeats:"
+    )
+    print(
+        f"  bare  {statistics.median(bare_rates):8.0f} round trips/s   server CPU "
+        f"{statistics.median(bare_cpu) * 1e6:6.1f} us per round trip"
+    )
+    print(
+        f"  arena {statistics.median(arena_rates):8.0f} remote moves/s   server CPU "
+        f"{statistics.median(arena_cpu) * 1e6:6.1f} us per move "
+        f"({2 * statistics.median(arena_rates):.0f} moves/s counting the hosted seat)"
+    )
+    print(
+        f"  arena/bare: throughput {ratio(arena_rates, bare_rates):.2f}x (target >= 0.8x); "
+        f"server CPU per round trip {ratio(arena_cpu, bare_cpu):.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,12 @@ Each runs ``--runs`` times, interleaved, and the best run counts. The bots time 
 work per move (from reading a Turn to flushing the Action) and report it on stderr, so the
 script can split a move into the bot's work, the bare pipes, and the server side.
 
-Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3]``. Target: proto <= 1.3x bare.
+The whole table is printed once per event loop: the standard asyncio loop, then uvloop when
+it is installed (``pip install 'arena[uvloop]'``; ``arena serve --uvloop`` serves on it); the
+ratios of each table are against the baselines measured on that loop in the same run.
+
+Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3] [--loop asyncio|uvloop|both]``.
+Target: proto <= 1.3x the bare asyncio pipe ping-pong.
 """
 
 from __future__ import annotations
@@ -176,11 +181,29 @@ def describe(name: str, times: list[float], base: float | None) -> str:
     return f"{name:<8} median {med * 1e6:8.1f} us   p90 {p90 * 1e6:8.1f} us   {ratio}"
 
 
-async def main() -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--moves", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="both")
     args = parser.parse_args()
+    try:
+        import uvloop
+    except ImportError:
+        uvloop = None
+    if args.loop in ("asyncio", "both"):
+        print("== event loop: asyncio (standard library)")
+        asyncio.run(measure(args))
+    if args.loop in ("uvloop", "both"):
+        if uvloop is None:
+            print("== event loop: uvloop is not installed (pip install 'arena[uvloop]'); skipped")
+        else:
+            print(f"== event loop: uvloop {uvloop.__version__}")
+            uvloop.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> None:
+    """Every measurement, interleaved, on the running event loop; prints the table."""
     with tempfile.TemporaryDirectory() as tmp:
         proto_bot = Path(tmp) / "proto_bot.py"
         proto_bot.write_text(PROTO_BOT)
@@ -228,4 +251,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

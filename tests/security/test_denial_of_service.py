@@ -169,7 +169,10 @@ async def test_a_bot_that_stops_reading_overflows_its_queue_and_is_disconnected(
     honest = asyncio.ensure_future(honest_match(live_server, "honest-1"))
     started = time.perf_counter()
     async with StallMeter().running() as meter:
-        await flood_stale_answers(raw, turn, 20_000, session)
+        # Stops as soon as the session closes; gRPC buffers a few MB of Errors for a bot that does not read
+        # before writes block, and the writer keeps up with the flood until then (about 30k messages).
+        sent = await flood_stale_answers(raw, turn, 200_000, session)
+        assert sent < 200_000, "the session was never closed"
         record = await stored(live_server, turn.match_id, within=15)
         per_round = await honest
     elapsed = time.perf_counter() - started

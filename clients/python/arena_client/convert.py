@@ -61,6 +61,55 @@ def duration(value: timedelta) -> Duration:
     return d
 
 
+_CACHE_LIMIT = 4096
+"""Most entries each per-message cache below keeps (a match has a handful of distinct values)."""
+_DURATION_PARTS: dict[timedelta, tuple[int, int]] = {}
+_TIMEDELTAS: dict[tuple[int, int], timedelta] = {}
+_MOVE_BYTES: dict[tuple[int, int, str], bytes] = {}
+
+
+def set_duration(out: Duration, value: timedelta) -> None:
+    """``out.FromTimedelta(value)``, memoised: a Turn carries the same budgets move after move."""
+    parts = _DURATION_PARTS.get(value)
+    if parts is None:
+        d = Duration()
+        d.FromTimedelta(value)
+        parts = (d.seconds, d.nanos)
+        if len(_DURATION_PARTS) < _CACHE_LIMIT:
+            _DURATION_PARTS[value] = parts
+    out.seconds, out.nanos = parts
+
+
+def to_timedelta(d: Duration) -> timedelta:
+    """``d.ToTimedelta()``, memoised (see :func:`set_duration`)."""
+    key = (d.seconds, d.nanos)
+    value = _TIMEDELTAS.get(key)
+    if value is None:
+        value = d.ToTimedelta()
+        if len(_TIMEDELTAS) < _CACHE_LIMIT:
+            _TIMEDELTAS[key] = value
+    return value
+
+
+def _turn_moves_bytes(moves: typing.Iterable[PublicMove]) -> bytes:
+    """The Turn wire bytes of ``moves`` (field ``moves`` only), from memoised per-move fragments.
+
+    Repeated fields concatenate on the wire, so merging these bytes into a Turn
+    appends the moves: one parse instead of a message construction per move.
+    """
+    parts = []
+    for m in moves:
+        key = (m.seat, m.action, m.label)
+        fragment = _MOVE_BYTES.get(key)
+        if fragment is None:
+            move = common.PublicMove(seat=m.seat, action=m.action, label=m.label)
+            fragment = bs.Turn(moves=[move]).SerializeToString()
+            if len(_MOVE_BYTES) < _CACHE_LIMIT:
+                _MOVE_BYTES[key] = fragment
+        parts.append(fragment)
+    return b"".join(parts)
+
+
 def param_value(value: ParamValue, out: common.ParamValue | None = None) -> common.ParamValue:
     """One parameter value as ``arena.v1.ParamValue`` (filling ``out`` if given)."""
     pv = common.ParamValue() if out is None else out
@@ -239,10 +288,10 @@ def turn_to_proto(turn: Turn, moves: typing.Iterable[PublicMove], out: bs.Turn |
     if turn.observation is not None:
         observation_to_proto(turn.observation, msg.observation)
     msg.legal_actions.extend(turn.legal_actions)
-    msg.time_budget.FromTimedelta(turn.time_budget)
-    msg.overage_left.FromTimedelta(turn.overage_left)
-    for m in moves:
-        msg.moves.add(seat=m.seat, action=m.action, label=m.label)
+    set_duration(msg.time_budget, turn.time_budget)
+    set_duration(msg.overage_left, turn.overage_left)
+    if moves:
+        msg.MergeFromString(_turn_moves_bytes(moves))
     return msg
 
 
@@ -253,8 +302,8 @@ def turn_from_proto(msg: bs.Turn, seat: int) -> Turn:
         seat=seat,
         observation=observation_from_proto(msg.observation),
         legal_actions=tuple(msg.legal_actions),
-        time_budget=msg.time_budget.ToTimedelta(),
-        overage_left=msg.overage_left.ToTimedelta(),
+        time_budget=to_timedelta(msg.time_budget),
+        overage_left=to_timedelta(msg.overage_left),
     )
 
 

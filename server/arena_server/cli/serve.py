@@ -6,6 +6,9 @@ match is stored as aborted), stop the ladder, close the streams, close the
 database, exit 0; all within ``--shutdown-grace`` seconds. A second signal exits at
 once (status 130); the unfinished matches are then marked aborted at the next
 start.
+
+``--uvloop`` runs the server on uvloop (the optional extra ``arena[uvloop]``)
+instead of the standard asyncio loop; docs/performance.md gives what it buys.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from arena_bots import hosted_bots
 from arena_server.api.server import build_server
@@ -72,9 +77,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="worker processes running matches (default 1; auto: one per CPU); the main process "
         "stays the only database writer (docs/cluster.md)",
     )
+    p.add_argument(
+        "--uvloop",
+        action="store_true",
+        help="run on uvloop instead of the standard asyncio event loop (needs pip install 'arena[uvloop]')",
+    )  # issue 20
     add_time_control_arguments(p)
     add_ladder_arguments(p)  # issue 5
     p.set_defaults(func=run)
+
+
+def loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, int]], int]:
+    """``asyncio.run``, or ``uvloop.run`` for ``--uvloop`` (a CliError saying how to install it if missing)."""
+    if not use_uvloop:
+        return asyncio.run
+    try:
+        import uvloop
+    except ImportError:
+        raise CliError(
+            "--uvloop needs the uvloop package, which is not installed; "
+            "install it with pip install 'arena[uvloop]', or leave out --uvloop"
+        ) from None
+    return uvloop.run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 args.shutdown_grace,
             )
         )
-    return asyncio.run(
+    return loop_runner(args.uvloop)(
         _serve(
             args.host,
             args.port,
@@ -167,6 +191,8 @@ async def _serve(
     if web is not None:
         shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         print(f"arena: web interface on http://{shown}:{web.port}/", flush=True)
+    if type(asyncio.get_running_loop()).__module__.startswith("uvloop"):
+        print("arena: event loop: uvloop", flush=True)
     print("arena: press Ctrl-C to stop", flush=True)
     ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
     refitter = RatingRefitter(store).start() if ladder is None else None  # --no-ladder still refits

@@ -94,27 +94,72 @@ class LoopLag:
 
 
 class Deadline:
-    """A timeout that fires only when the event loop ran it on time; cancel with :meth:`cancel`."""
+    """A timeout that fires only when the event loop ran it on time; cancel with :meth:`cancel`.
 
-    __slots__ = ("_callback", "_due", "_handle", "_lag")
+    One Deadline can be re-armed with :meth:`restart` move after move, and it
+    keeps its event-loop timer across moves: a timer that would fire too late
+    is moved earlier, one that fires early (the deadline it was set for was
+    cancelled or pushed back) is moved to the current deadline, and one that
+    fires with nothing armed goes away. A seat asked every few hundred
+    microseconds for seconds-long deadlines thus costs the loop one timer per
+    deadline length instead of a timer push and cancel per move (with many
+    matches, each push is a walk through a heap of cancelled timers).
+    """
+
+    __slots__ = ("_callback", "_due", "_handle", "_lag", "_when")
 
     def __init__(self, lag: LoopLag, delay: float, callback: Callable[[], None]) -> None:
         self._lag = lag
+        self._handle: asyncio.TimerHandle | None = None
+        self._when = 0.0
+        """Loop time the timer is set for."""
+        self._callback: Callable[[], None] | None = None
+        self._due = 0.0
+        self.restart(delay, callback)
+
+    def restart(self, delay: float, callback: Callable[[], None]) -> None:
+        """Arm again: call ``callback`` after ``delay`` seconds of a responsive loop (replaces any armed one)."""
         self._callback = callback
         self._due = time.perf_counter() + delay
-        self._handle: asyncio.TimerHandle | None = lag.loop.call_later(delay, self._fire)
+        loop = self._lag.loop
+        when = loop.time() + delay
+        if self._handle is not None and self._when <= when:
+            return  # the timer fires first and moves itself to the new deadline
+        if self._handle is not None:
+            self._handle.cancel()
+        self._when = when
+        self._handle = loop.call_at(when, self._fire)
 
     def _fire(self) -> None:
-        now = time.perf_counter()
-        if now - self._due > self._lag.SLACK or self._lag.stalled_since(now) is not None:
-            # The loop was stalled when the deadline passed: a reply may be waiting to be read.
-            self._due = now + 4 * self._lag.PERIOD
-            self._handle = self._lag.loop.call_later(4 * self._lag.PERIOD, self._fire)
-            return
         self._handle = None
-        self._callback()
+        callback = self._callback
+        if callback is None:
+            return  # cancelled meanwhile: nothing to do, and no timer until the next restart
+        now = time.perf_counter()
+        lag = self._lag
+        if now < self._due:  # set for an earlier deadline that was pushed back: wait for this one
+            self._schedule(self._due - now)
+            return
+        if now - self._due > lag.SLACK or lag.stalled_since(now) is not None:
+            # The loop was stalled when the deadline passed: a reply may be waiting to be read.
+            self._due = now + 4 * lag.PERIOD
+            self._schedule(4 * lag.PERIOD)
+            return
+        self._callback = None
+        callback()
+
+    def _schedule(self, delay: float) -> None:
+        loop = self._lag.loop
+        self._when = loop.time() + delay
+        self._handle = loop.call_at(self._when, self._fire)
 
     def cancel(self) -> None:
+        """Disarm; the timer itself stays until it fires (cheap) or :meth:`close`."""
+        self._callback = None
+
+    def close(self) -> None:
+        """Disarm and drop the timer now (when the Deadline will not be restarted)."""
+        self._callback = None
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None

@@ -179,13 +179,18 @@ class BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
         self._on_stdout_eof = on_stdout_eof
         self._on_stderr = on_stderr
         self._read_at: deque[float] = deque()
+        self.direct = False
+        """Hand stdout to ``on_stdout`` as soon as it is read (set once the start-up exchange is over)."""
 
     def stamp_reads(self, transport: asyncio.SubprocessTransport) -> None:
-        """Note the moment each stdout chunk is read from the pipe.
+        """Note the moment each stdout chunk is read from the pipe, or hand it over at once.
 
         asyncio hands pipe data to :meth:`pipe_data_received` one loop
         iteration after reading it; under load that iteration can come much
-        later, and the bot must not be charged for it.
+        later, and the bot must not be charged for it. Once :attr:`direct` is
+        set, a chunk read while no earlier one is still waiting for that
+        iteration goes to ``on_stdout`` straight from the read, which saves an
+        event-loop iteration per move and keeps the order of the bytes.
         """
         pipe = transport.get_pipe_transport(1)
         proto: Any = pipe.get_protocol() if pipe is not None else None
@@ -193,8 +198,12 @@ class BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
             return
         forward = proto.data_received
         stamps = self._read_at
+        on_stdout = self._on_stdout
 
         def data_received(data: bytes) -> None:
+            if self.direct and not stamps:
+                on_stdout(data, time.perf_counter())
+                return
             stamps.append(time.perf_counter())
             forward(data)
 

@@ -16,14 +16,16 @@ Message handling rules (the bot is told each time with an ``Error``):
 
 No caller writes to the stream itself: messages go through a bounded queue
 (:data:`MAX_OUTBOX`) written in order by one writer task, and every write has a
-deadline (:data:`WRITE_TIMEOUT`).
+deadline (:data:`WRITE_TIMEOUT`), kept by one watchdog timer per session rather
+than a timer (or a task) per write, so a move costs no more than the write itself.
 A bot that stops reading its stream overflows one or the other; its session is
 closed and the match it is in ends with ``DISCONNECT`` and that reason.
 
 A Turn write is never cut in half by an abort (the server shutting down), and
 MatchEnded is written before the seat lets go (bounded by
 :data:`END_NOTICE_TIMEOUT`), so every bot hears how its match ended. A bot's
-clock runs from the completed Turn write to the moment its Action was read,
+clock runs from the completed Turn write (the writer task starts it, so the
+referee waits on one future per move) to the moment its Action was read,
 minus a stall of the server's loop just before that read (:class:`LoopLag`).
 """
 
@@ -39,7 +41,7 @@ from typing import Any
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
-from arena_server.referee.clock import LoopLag
+from arena_server.referee.clock import Deadline, LoopLag
 from arena_server.referee.records import Answer
 from arena_server.referee.seat import Seat
 
@@ -102,11 +104,16 @@ class RemoteSession:
         """Nonce of the last Ping sent (a Pong echoing it answers it)."""
         self.max_outbox = MAX_OUTBOX if max_outbox is None else max_outbox
         self.write_timeout = WRITE_TIMEOUT if write_timeout is None else write_timeout
-        self._outbox: collections.deque[bs.ServerMessage] = collections.deque()
-        self._wakeup = asyncio.Event()
+        self._outbox: collections.deque[tuple[bs.ServerMessage, Callable[[], None] | None]] = collections.deque()
+        self._wakeup: asyncio.Future[None] | None = None
+        """What the idle writer task awaits; :meth:`send_nowait` resolves it."""
         self._idle = asyncio.Event()
         self._idle.set()
         self._writer: asyncio.Task[None] | None = None
+        self._writing_since: float | None = None
+        """Loop time the write in progress began (None: no write in progress), for the watchdog."""
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._write_timed_out = False
         self.owed_turn = 0
         """The turn the bot is thinking about (0: none); cleared by its Action for it, even a late one."""
         self.past_matches: collections.deque[str] = collections.deque(maxlen=64)
@@ -128,24 +135,38 @@ class RemoteSession:
         """
         await self._idle.wait()
 
-    def send_nowait(self, msg: bs.ServerMessage) -> None:
+    def send_nowait(self, msg: bs.ServerMessage, on_written: Callable[[], None] | None = None) -> None:
         """Queue ``msg`` for writing (the same as :meth:`send`, for code that cannot await).
 
         A closed session drops the message. A full queue means the bot stopped
         reading: the session is closed and its seat fails with ``DISCONNECT``.
+
+        Args:
+            msg: The message.
+            on_written: Called by the writer task as soon as ``msg`` is on the
+                stream, or when it is dropped (the session closed): whoever
+                waits for the write goes on either way, as with :meth:`drained`.
         """
         if self.closed.is_set():
+            if on_written is not None:
+                on_written()
             return
         if len(self._outbox) >= self.max_outbox:
             self._abandon(
                 f"does not read its stream: {len(self._outbox)} messages were waiting to be written to it "
                 f"(the limit is {self.max_outbox})"
             )
+            if on_written is not None:
+                on_written()
             return
-        self._outbox.append(msg)
+        self._outbox.append((msg, on_written))
         self._idle.clear()
-        self._wakeup.set()
-        if self._writer is None:
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            if not wakeup.done():
+                wakeup.set_result(None)
+        elif self._writer is None:
             self._writer = asyncio.ensure_future(self._write_all())
 
     @property
@@ -155,34 +176,78 @@ class RemoteSession:
 
     async def _write_all(self) -> None:
         """The writer task: write queued messages in order, each within the write deadline."""
-        while True:
-            while self._outbox:
-                msg = self._outbox[0]
-                try:
-                    await asyncio.wait_for(self._write(msg), self.write_timeout)
-                except TimeoutError:
-                    self._abandon(
-                        f"does not read its stream: a message ({msg.WhichOneof('kind')}) could not be written "
-                        f"within {self.write_timeout:g}s"
-                    )
+        loop = asyncio.get_running_loop()
+        outbox = self._outbox
+        write = self._write
+        self._watchdog = loop.call_later(self.write_timeout, self._watch)
+        try:
+            while True:
+                while outbox:
+                    msg, on_written = outbox[0]
+                    self._writing_since = loop.time()
+                    try:
+                        await write(msg)
+                    except asyncio.CancelledError:
+                        if not self._write_timed_out:
+                            raise
+                        self._abandon(
+                            f"does not read its stream: a message ({msg.WhichOneof('kind')}) could not be written "
+                            f"within {self.write_timeout:g}s"
+                        )
+                        return
+                    except Exception as exc:  # the stream is gone: note it, the reader will close us
+                        self._abandon(f"writing to the stream failed: {exc!r}")
+                        return
+                    finally:
+                        self._writing_since = None
+                    if outbox and outbox[0][0] is msg:
+                        outbox.popleft()
+                    if on_written is not None:
+                        on_written()
+                self._idle.set()
+                if self.closed.is_set():
                     return
-                except Exception as exc:  # the stream is gone: note it, the reader will close us
-                    self._abandon(f"writing to the stream failed: {exc!r}")
-                    return
-                if self._outbox and self._outbox[0] is msg:
-                    self._outbox.popleft()
-            self._idle.set()
-            if self.closed.is_set():
-                return
-            self._wakeup.clear()
-            await self._wakeup.wait()
+                self._wakeup = wakeup = loop.create_future()
+                await wakeup
+        finally:
+            self._writing_since = None
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+                self._watchdog = None
+
+    def _watch(self) -> None:
+        """The write deadline: one timer per session, re-armed for the write in progress (if any)."""
+        loop = asyncio.get_running_loop()
+        since = self._writing_since
+        now = loop.time()
+        if since is not None and now - since >= self.write_timeout:
+            self._watchdog = None
+            self._write_timed_out = True
+            if self._writer is not None:
+                self._writer.cancel()
+            return
+        due = (since if since is not None else now) + self.write_timeout
+        self._watchdog = loop.call_at(due, self._watch)
 
     def _abandon(self, reason: str) -> None:
         """Close the session and drop what is still queued (the bot will not read it)."""
+        self._drop_outbox()
+        self._wake_writer()
+        self.mark_closed(reason)
+
+    def _drop_outbox(self) -> None:
+        """Drop every queued message; their ``on_written`` callbacks run (see :meth:`send_nowait`)."""
+        dropped = list(self._outbox)
         self._outbox.clear()
         self._idle.set()
-        self._wakeup.set()
-        self.mark_closed(reason)
+        for _msg, on_written in dropped:
+            if on_written is not None:
+                on_written()
+
+    def _wake_writer(self) -> None:
+        wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     async def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """:meth:`drained`, for at most ``timeout`` seconds; True if everything was written."""
@@ -194,8 +259,7 @@ class RemoteSession:
 
     async def stop_writing(self) -> None:
         """Stop the writer task (the stream is ending); anything still queued is dropped."""
-        self._outbox.clear()
-        self._idle.set()
+        self._drop_outbox()
         writer, self._writer = self._writer, None
         if writer is not None and not writer.done():
             writer.cancel()
@@ -223,7 +287,7 @@ class RemoteSession:
         if not self.closed.is_set():
             self.close_reason = reason
             self.closed.set()
-            self._wakeup.set()
+            self._wake_writer()
             if self.seat is not None:
                 self.seat.session_lost(reason)
 
@@ -277,6 +341,8 @@ class RemoteSeat(Seat):
         self._future: asyncio.Future[Answer] | None = None
         self._started = 0.0
         self._failure: Answer | None = None
+        self._deadline: Deadline | None = None
+        """The turn deadline, re-armed turn after turn (one event-loop timer per deadline length, not per turn)."""
 
     async def start(self, match: MatchInfo) -> Answer | None:
         self.match_id = match.match_id
@@ -297,28 +363,39 @@ class RemoteSeat(Seat):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Answer] = loop.create_future()
         self._future = future
-        self._expected = turn.turn_id
-        self._issued.add(turn.turn_id)
+        turn_id = turn.turn_id
+        self._expected = turn_id
+        self._issued.add(turn_id)
         msg = bs.ServerMessage()
         turn_to_proto(turn, moves, msg.turn)
         self._started = time.perf_counter()
+        session = self.session
         lag = LoopLag.of(loop)
         lag.acquire()
-        timer = None
+        asking = True
+
+        def written() -> None:
+            # The bot's clock starts when the Turn is written, and counts only while the loop is responsive.
+            if not asking or future.done():
+                return
+            session.owed_turn = turn_id
+            session.settled.clear()
+            self._started = time.perf_counter()
+            expire = lambda: self._expire(future, turn_id, timeout)  # noqa: E731
+            if self._deadline is None:
+                self._deadline = lag.deadline(timeout, expire)
+            else:
+                self._deadline.restart(timeout, expire)
+
         try:
             # Written by the session's writer task, which an abort (the server shutting down) never cuts in
             # half; a bot that does not read is disconnected by the write deadline.
-            self.session.send_nowait(msg)
-            await self.session.drained()
-            self.session.owed_turn = turn.turn_id
-            self.session.settled.clear()
-            # The bot's clock starts when the Turn is written, and counts only while the loop is responsive.
-            self._started = time.perf_counter()
-            timer = lag.deadline(timeout, lambda: self._expire(future, turn.turn_id, timeout))
+            session.send_nowait(msg, written)
             return await future
         finally:
-            if timer is not None:
-                timer.cancel()
+            asking = False
+            if self._deadline is not None:
+                self._deadline.cancel()
             lag.release()
             self._future = None
             self._expected = 0
@@ -400,6 +477,8 @@ class RemoteSeat(Seat):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(notice), END_NOTICE_TIMEOUT)
         finally:
+            if self._deadline is not None:
+                self._deadline.close()
             self.session.past_matches.append(self.match_id)
             if self.session.seat is self:
                 self.session.seat = None

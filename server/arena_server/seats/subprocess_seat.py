@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
-from arena_server.referee.clock import LoopLag
+from arena_server.referee.clock import Deadline, LoopLag
 from arena_server.referee.records import Answer
 from arena_server.referee.seat import Seat
 from arena_server.seats.framing import (
@@ -84,6 +84,8 @@ class SubprocessSeat(Seat):
         self._latest_turn = 0
         self._answered: set[int] = set()
         self._last_received = "nothing"
+        self._deadline: Deadline | None = None
+        """The turn deadline, re-armed turn after turn (one event-loop timer per deadline length, not per turn)."""
 
     # -- public helpers ---------------------------------------------------------------------------
 
@@ -157,7 +159,11 @@ class SubprocessSeat(Seat):
         # ... and the deadline only counts while the loop is responsive (no task per turn: a timer handle).
         lag = LoopLag.of(loop)
         lag.acquire()
-        timer = lag.deadline(timeout, lambda: _expire(future))
+        timer = self._deadline
+        if timer is None:
+            self._deadline = timer = lag.deadline(timeout, lambda: _expire(future))
+        else:
+            timer.restart(timeout, lambda: _expire(future))
         try:
             result = await future
         finally:
@@ -191,6 +197,8 @@ class SubprocessSeat(Seat):
             self._send(bs.ServerMessage(update=update_to_proto(update)))
 
     async def end(self, result: MatchResult) -> None:
+        if self._deadline is not None:
+            self._deadline.close()
         try:
             if self._match_id is not None:
                 self._past_matches.add(self._match_id)
@@ -206,6 +214,8 @@ class SubprocessSeat(Seat):
 
     async def close(self) -> None:
         """Stop the process (if any) and remove the scratch directory."""
+        if self._deadline is not None:
+            self._deadline.close()
         await self._stop()
         self._process.remove_scratch()
 
@@ -250,6 +260,9 @@ class SubprocessSeat(Seat):
             return self._failure
         if isinstance(hello, Answer):
             return hello
+        pipes = self._process.pipes
+        if pipes is not None:
+            pipes.direct = True  # every chunk read before the Hello has been handed over by now
         version = hello.protocol_version
         if version and version != PROTOCOL_VERSION:
             reason = f"speaks protocol {version!r}; this server speaks {PROTOCOL_VERSION!r}"

@@ -1,0 +1,278 @@
+"""The per-move paths stay lean (issue 20): no task or timer per move, exact conversions, uvloop serving.
+
+The remote path writes through one writer task per session with one write
+watchdog per session, and re-arms one turn deadline per seat; these tests count
+what the event loop is asked to do during a real match through a real server,
+so a change that brings back a task or a timer per move fails them. The
+memoised conversions must produce exactly what protobuf's own constructors do.
+The stdio seat hands stdout to its parser straight from the read once the
+Hello is in; a bot that dribbles its answers byte by byte still plays cleanly.
+``arena serve --uvloop`` runs a real server process on uvloop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arena.v1 import bot_session_pb2 as bs
+from arena_client import Bot, MatchInfo, PublicMove, Termination, Turn
+from arena_client.convert import turn_from_proto, turn_to_proto
+from arena_client.remote import Client
+from arena_games import load_game
+from arena_server.referee.clock import LoopLag
+from arena_server.seats.framing import Framing
+from arena_server.seats.process import BotProgram
+from arena_server.seats.sandbox import Limits
+from tests.conftest import LiveServer
+from tests.server._stdio_helpers import RELAXED, seat_for
+
+ROOT = Path(__file__).resolve().parents[2]
+ROUNDS = 600
+
+
+class Paper(Bot):
+    name = "paper-bot"
+    games = ("rps",)
+
+    def act(self, turn: Turn) -> int:
+        return 1
+
+
+async def test_a_remote_match_costs_no_task_and_no_timer_per_move(live_server: LiveServer) -> None:
+    loop = asyncio.get_running_loop()
+    tasks = 0
+    timers = 0
+    previous_factory = loop.get_task_factory()
+    call_at = loop.call_at
+
+    def counting_factory(lp: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        nonlocal tasks
+        tasks += 1
+        return asyncio.Task(coro, loop=lp, **kwargs)
+
+    def counting_call_at(when: float, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        nonlocal timers
+        timers += 1
+        return call_at(when, callback, *args, **kwargs)
+
+    client = Client(Paper(), live_server.address, name="lean", threaded=False)
+    await client.play(opponent="rock", params={"rounds": 10})  # connections and caches warmed up
+    loop.set_task_factory(counting_factory)
+    loop.call_at = counting_call_at  # type: ignore[method-assign,assignment]
+    try:
+        results = await client.play(opponent="rock", params={"rounds": ROUNDS})
+    finally:
+        loop.set_task_factory(previous_factory)
+        del loop.call_at
+    assert results[0].termination == Termination.NORMAL and results[0].returns[0] == float(ROUNDS)
+    print(f"\n{ROUNDS} remote moves: {tasks} tasks and {timers} timers created (client and server together)")
+    # Per match: the connection, the session's reader/writer/pinger, the match; the fair-clock monitor
+    # ticks every 5 ms. Nothing scales with the number of moves.
+    assert tasks < ROUNDS // 10, f"{tasks} tasks for {ROUNDS} moves: something creates a task per move"
+    assert timers < ROUNDS // 3, f"{timers} timers for {ROUNDS} moves: something sets a timer per move"
+
+
+durations = st.timedeltas(min_value=timedelta(seconds=-5), max_value=timedelta(days=3))
+moves = st.lists(st.builds(PublicMove, st.integers(-1, 7), st.integers(0, 2**31 - 1), st.text(max_size=12)), max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(budget=durations, overage=durations, public=moves, turn_id=st.integers(1, 2**32 - 1))
+def test_turn_conversions_match_protobuf_exactly(
+    budget: timedelta, overage: timedelta, public: list[PublicMove], turn_id: int
+) -> None:
+    game = load_game("rps", rounds=3)
+    state = game.new_initial_state()
+    turn = Turn("m-1", turn_id, 0, state.observation(0), state.legal_actions(0), budget, overage)
+    for _ in range(2):  # the second time from the memoised values
+        fast = bs.ServerMessage()
+        turn_to_proto(turn, public, fast.turn)
+        plain = bs.ServerMessage()
+        plain.turn.match_id = turn.match_id
+        plain.turn.turn_id = turn.turn_id
+        plain.turn.observation.rps.signs = 3
+        plain.turn.observation.rps.rounds = 3
+        plain.turn.observation.rps.wins.extend([0, 0])
+        plain.turn.legal_actions.extend(turn.legal_actions)
+        plain.turn.time_budget.FromTimedelta(budget)
+        plain.turn.overage_left.FromTimedelta(overage)
+        for m in public:
+            plain.turn.moves.add(seat=m.seat, action=m.action, label=m.label)
+        assert fast == plain
+        assert fast.SerializeToString(deterministic=True) == plain.SerializeToString(deterministic=True)
+        back = turn_from_proto(fast.turn, 0)
+        assert back.time_budget == plain.turn.time_budget.ToTimedelta()
+        assert back.overage_left == plain.turn.overage_left.ToTimedelta()
+        assert back == turn_from_proto(plain.turn, 0)
+
+
+DRIBBLING_BOT = """
+import sys
+from arena.v1 import bot_session_pb2 as bs
+from google.protobuf.internal.decoder import _DecodeVarint32
+from google.protobuf.internal.encoder import _VarintBytes
+
+out = sys.stdout.buffer
+
+def send(msg, dribble):
+    body = msg.SerializeToString()
+    frame = _VarintBytes(len(body)) + body
+    if not dribble:
+        out.write(frame)
+        out.flush()
+        return
+    for i in range(len(frame)):  # one byte per write: the server reads the frame in pieces
+        out.write(frame[i:i + 1])
+        out.flush()
+
+send(bs.BotMessage(hello=bs.Hello(protocol_version="arena.v1", games=["rps"])), False)
+stdin = sys.stdin.buffer
+turns = 0
+while True:
+    head = b""
+    while not head or head[-1] & 0x80:
+        byte = stdin.read(1)
+        if not byte:
+            sys.exit(0)
+        head += byte
+    size, _ = _DecodeVarint32(head, 0)
+    msg = bs.ServerMessage.FromString(stdin.read(size))
+    if msg.WhichOneof("kind") == "turn":
+        turns += 1
+        t = msg.turn
+        send(bs.BotMessage(action=bs.Action(match_id=t.match_id, turn_id=t.turn_id, action=turns % 3)), turns % 2 == 0)
+"""
+
+
+async def test_stdio_answers_read_straight_from_the_pipe_keep_their_order(tmp_path: Path) -> None:
+    script = tmp_path / "dribbling_bot.py"
+    script.write_text(DRIBBLING_BOT)
+    program = BotProgram(
+        [sys.executable, str(script)],
+        Framing.PROTO,
+        env={"PYTHONPATH": str(ROOT / "proto")},
+        limits=Limits(run_as=None),  # the venv's interpreter lives under /root
+        workdir=tmp_path,
+    )
+    seat = seat_for(program)
+    game = load_game("rps", rounds=60)
+    info = MatchInfo("d1", "rps", dict(game.params), 0, (seat.info,), RELAXED, "")
+    state = game.new_initial_state()
+    actions = []
+    try:
+        assert await seat.start(info) is None
+        pipes = seat._process.pipes
+        assert pipes is not None and pipes.direct, "stdout is not handed over straight from the read after the Hello"
+        for turn_id in range(1, 61):
+            turn = Turn(
+                "d1", turn_id, 0, state.observation(0), state.legal_actions(0), RELAXED.per_move, RELAXED.overage
+            )
+            answer = await seat.ask(turn, (), 10.0)
+            assert answer.failure is None, answer.reason
+            actions.append(answer.action)
+    finally:
+        await seat.close()
+    assert actions == [n % 3 for n in range(1, 61)]
+
+
+async def _serve(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "arena_server.cli",
+        "serve",
+        "--no-http",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--no-ladder",
+        "--db",
+        str(tmp_path / "arena.db"),
+        *extra,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+
+
+async def test_serve_with_uvloop_plays_remote_matches(tmp_path: Path) -> None:
+    server = await _serve(tmp_path, "--uvloop")
+    assert server.stdout is not None
+    try:
+        first = (await asyncio.wait_for(server.stdout.readline(), 60)).decode()
+        assert "serving on 127.0.0.1:" in first, first
+        port = int(first.split("serving on 127.0.0.1:")[1].split()[0])
+        assert "event loop: uvloop" in (await asyncio.wait_for(server.stdout.readline(), 10)).decode()
+        client = Client(Paper(), f"127.0.0.1:{port}", name="on-uvloop", threaded=False)
+        results = await asyncio.wait_for(client.play(opponent="rock", params={"rounds": 200}), 60)
+        assert results[0].termination == Termination.NORMAL and results[0].returns[0] == 200.0
+    finally:
+        server.terminate()
+        await asyncio.wait_for(server.communicate(), 30)
+    assert server.returncode == 0
+
+
+async def test_serve_uvloop_without_uvloop_says_how_to_install_it(tmp_path: Path) -> None:
+    shadow = tmp_path / "no-uvloop" / "uvloop"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('uvloop is not installed here')\n")
+    env = dict(os.environ, PYTHONPATH=str(shadow.parent))
+    server = await _serve(tmp_path, "--uvloop", env=env)
+    out, err = await asyncio.wait_for(server.communicate(), 60)
+    lines = err.decode().strip().splitlines()
+    assert server.returncode == 2, (out, err)
+    assert lines == [
+        "arena: --uvloop needs the uvloop package, which is not installed; "
+        "install it with pip install 'arena[uvloop]', or leave out --uvloop"
+    ]
+    assert not (tmp_path / "arena.db").exists()  # refused before anything was opened
+
+
+async def _until(check: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "the deadline never fired"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_reused_deadline_fires_once_for_its_latest_arming_only() -> None:
+    lag = LoopLag.of()
+    lag.acquire()
+    fired: list[tuple[str, float]] = []
+    start = time.perf_counter()
+
+    def note(name: str) -> Callable[[], None]:
+        return lambda: fired.append((name, time.perf_counter() - start))
+
+    try:
+        deadline = lag.deadline(0.05, note("first"))
+        deadline.restart(0.3, note("pushed back"))  # the 0.05 s timer moves itself on when it fires
+        await asyncio.sleep(0.15)
+        assert fired == []
+        await _until(lambda: bool(fired))
+        assert [name for name, _ in fired] == ["pushed back"] and fired[0][1] >= 0.3
+
+        start = time.perf_counter()
+        deadline.restart(5.0, note("long"))
+        deadline.restart(0.05, note("pulled in"))  # shorter than the timer in place: the timer is moved
+        await _until(lambda: len(fired) == 2)
+        assert fired[1][0] == "pulled in" and 0.05 <= fired[1][1] < 4.0
+
+        deadline.restart(0.05, note("cancelled"))
+        deadline.cancel()
+        await asyncio.sleep(0.2)
+        assert len(fired) == 2  # a cancelled arming never fires, though its timer ran
+        deadline.close()
+    finally:
+        lag.release()
