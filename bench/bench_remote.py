@@ -199,7 +199,8 @@ def arena_process(extra: list[str]) -> Iterator[tuple[int, int]]:
     with tempfile.TemporaryDirectory() as tmp:
         server = subprocess.Popen(
             [
-                *(sys.executable, "-m", "arena_server.cli", "serve", "--no-http", "--port", str(port), "--host", "127.0.0.1"),
+                *(sys.executable, "-m", "arena_server.cli", "serve", "--no-http", "--port", str(port)),
+                *("--host", "127.0.0.1"),
                 *("--no-ladder", "--db", os.path.join(tmp, "bench.db"), *extra),
             ],
             stdout=subprocess.PIPE,
