@@ -59,9 +59,32 @@ def load_thesis() -> tuple[np.ndarray, dict[tuple[int, int], tuple[np.ndarray, n
 
 @functools.lru_cache(maxsize=8)
 def _multisets(k: int) -> dict[tuple[int, ...], int]:
+    return _multisets_f(6, k)
+
+
+@functools.lru_cache(maxsize=16)
+def _multisets_f(faces: int, k: int) -> dict[tuple[int, ...], int]:
     import itertools
 
-    return {m: n for n, m in enumerate(itertools.combinations_with_replacement(range(1, 7), k))}
+    return {m: n for n, m in enumerate(itertools.combinations_with_replacement(range(1, faces + 1), k))}
+
+
+def dice_policy_path(dice: int, bidding: str, wild: str, faces: int = 6) -> Path:
+    """The shipped abstract-CFR policy file of one 2-player single-round game with ``dice`` each."""
+    return DATA_DIR / f"cfr-{dice}dice-f{faces}-{bidding}-{wild}.npz"
+
+
+@functools.lru_cache(maxsize=8)
+def load_dice_policy(dice: int, bidding: str, wild: str, faces: int = 6) -> np.ndarray | None:
+    """The abstract CFR+ policy [seat, roll, last bid + 1, action] of a single-round game, or None when not shipped."""
+    from arena_bots.liars_dice import dice_game
+
+    path = dice_policy_path(dice, bidding, wild, faces)
+    if not path.exists():
+        return None
+    with np.load(path) as data:
+        weights = data["policy"].astype(np.float64)
+    return dice_game.normalise(dice_game.make_dice_game(dice, faces, bidding, wild), weights)
 
 
 @functools.lru_cache(maxsize=8)
@@ -90,9 +113,13 @@ class CfrBot(Bot):
         self.shape = shape
         self.policy: np.ndarray | None = None
         self.thesis: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] | None = None
+        self.markov: np.ndarray | None = None
         bidding = str(match.params.get("bidding", "thesis"))
+        rounds = str(match.params.get("rounds", "elimination"))
         if shape.players == 2 and shape.dice == 1 and not shape.spot_on:
             self.policy = load_policy(bidding, shape.wild, shape.faces)
+        elif shape.players == 2 and shape.dice == 2 and not shape.spot_on and rounds == "single":
+            self.markov = load_dice_policy(2, bidding, shape.wild, shape.faces)
         elif (
             shape.players == 2
             and shape.dice <= 5
@@ -134,6 +161,11 @@ class CfrBot(Bot):
             for bid in obs.bids:
                 mask |= 1 << self.shape.encode(bid.quantity, bid.face)
             probs = self.policy[mask, obs.my_dice[0] - 1]
+        elif self.markov is not None:
+            roll = _multisets_f(self.shape.faces, len(obs.my_dice))[tuple(sorted(obs.my_dice))]
+            node = 0 if not obs.bids else 1 + self.shape.encode(obs.bids[-1].quantity, obs.bids[-1].face)
+            role = 0 if not obs.bids or obs.bids[0].seat == turn.seat else 1  # 0: the first bidder
+            probs = self.markov[role, roll, node]
         elif self.thesis is not None:
             found = self._thesis_probs(turn)
             if found is None:
