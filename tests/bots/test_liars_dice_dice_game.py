@@ -65,12 +65,12 @@ def brute_force_best_response(game: dice_game.DiceGame, policy: np.ndarray, i: i
             options.append(call)
         raises = [a for a in range(nbids) if game.legal[last + 1, a]]
         if mover == i:
-            return max(options + [value(history + (a,), mine, reach) for a in raises])
+            return max(options + [value((*history, a), mine, reach) for a in raises])
         total = sum(options)
         for a in raises:
             child = {t: w * policy[1 - i, index[t], last + 1, a] for t, w in reach.items()}
             if any(child.values()):
-                total += value(history + (a,), mine, child)
+                total += value((*history, a), mine, child)
         return total
 
     start = {t: 1.0 / len(ordered) for t in ordered}
@@ -124,7 +124,14 @@ def test_shipped_two_dice_policy_beats_every_other_bot_in_exploitability() -> No
 
 
 def test_cfr_bot_plays_the_shipped_two_dice_policy() -> None:
-    params = {"players": 2, "dice": 2, "faces": 6, "bidding": "standard", "wild": "highest", "rounds": "single"}
+    params: dict[str, int | str | bool] = {
+        "players": 2,
+        "dice": 2,
+        "faces": 6,
+        "bidding": "standard",
+        "wild": "highest",
+        "rounds": "single",
+    }
     bot = CfrBot(3)
     seats = (SeatInfo(0, "a"), SeatInfo(1, "b"))
     bot.on_match_start(MatchInfo("m", "liars_dice", params, 0, seats, TimeControl(), ""))

@@ -28,13 +28,13 @@ from pathlib import Path
 import numpy as np
 
 import arena_bots  # noqa: F401  (registers the hosted bots)
-from arena_bots.liars_dice.bots import LearnerBot, StatisticianBot
 from arena_bots.liars_dice import dice_game
+from arena_bots.liars_dice.bots import LearnerBot, StatisticianBot
 from arena_bots.liars_dice.cfr_bot import load_dice_policy, load_policy, load_thesis
 from arena_bots.liars_dice.learners import ThesisLearner
 from arena_bots.liars_dice.play import THESIS_PARAMS, play_game
 from arena_bots.liars_dice.small_game import Solver, exploitability, game_value, make_game, policy_of
-from arena_bots.registry import hosted_bots
+from arena_bots.registry import HostedBot, hosted_bots
 from arena_client import Bot, MatchInfo, SeatInfo, TimeControl, Turn
 from arena_games.liars_dice import LiarsDiceBid, LiarsDiceGame, LiarsDiceObservation
 
@@ -53,8 +53,9 @@ def interval(wins: int, games: int) -> tuple[float, float]:
 class Pair:
     """Two learners (or a learner and another bot) whose tables carry over between games."""
 
-    def __init__(self, a: str, b: str, seed: int) -> None:
+    def __init__(self, a: str, b: str, seed: int, hosted: dict[str, HostedBot] | None = None) -> None:
         self.names = (a, b)
+        self.hosted = hosted if hosted is not None else hosted_bots()
         self.rng = np.random.default_rng(seed)
         self.tables: dict[str, ThesisLearner] = {}
         for name in (a, b):
@@ -69,7 +70,7 @@ class Pair:
             return LearnerBot(
                 name, sarsa, profiling, self.seed * 1_000_003 + k, persist=False, shared=self.tables[name]
             )
-        return hosted_bots()[name].factory(self.seed * 1_000_003 + k)
+        return self.hosted[name].factory(self.seed * 1_000_003 + k)
 
     def play(self, games: int, start: int = 0) -> list[int]:
         """Play ``games`` games; 1 where the first-named bot won. Seats alternate."""
@@ -233,7 +234,8 @@ def dice_game_section(rep: Report, quick: bool) -> None:
     policies = markov_policies(game)
     walks = 0
     for name, policy in policies.items():
-        rep.add(f"| {name} | {dice_game.exploitability(game, policy):.4f} | {dice_game.game_value(game, policy):+.4f} |")
+        expl, value = dice_game.exploitability(game, policy), dice_game.game_value(game, policy)
+        rep.add(f"| {name} | {expl:.4f} | {value:+.4f} |")
         walks += 2
     walk = (time.perf_counter() - t0) / walks
     rep.add()
@@ -254,7 +256,8 @@ def dice_game_section(rep: Report, quick: bool) -> None:
         cfr.run(n - cfr.iterations)
         spent += time.perf_counter() - t0
         avg = cfr.average()
-        rep.add(f"| {n} | {spent:.1f} | {dice_game.exploitability(game, avg):.4f} | {dice_game.game_value(game, avg):+.4f} |")
+        expl, value = dice_game.exploitability(game, avg), dice_game.game_value(game, avg)
+        rep.add(f"| {n} | {spent:.1f} | {expl:.4f} | {value:+.4f} |")
     rep.add()
 
 

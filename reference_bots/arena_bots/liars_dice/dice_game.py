@@ -206,9 +206,8 @@ def _best_response(
 
 def best_response_value(game: DiceGame, policy: np.ndarray, seat: int) -> float:
     """What a perfect-recall best response playing ``seat`` gets against the other seat's part of ``policy``."""
-    value, _ = _best_response(
-        seat, np.ascontiguousarray(policy, dtype=np.float64), game.legal, game.matches, game.quantity, game.prob, game.dice
-    )
+    pol = np.ascontiguousarray(policy, dtype=np.float64)
+    value, _ = _best_response(seat, pol, game.legal, game.matches, game.quantity, game.prob, game.dice)
     return float(value)
 
 
@@ -218,9 +217,7 @@ def exploitability(game: DiceGame, policy: np.ndarray) -> float:
 
 
 @nb.njit(cache=True)
-def _payoffs(
-    policy: np.ndarray, legal: np.ndarray, matches: np.ndarray, quantity: np.ndarray, u: np.ndarray
-) -> None:
+def _payoffs(policy: np.ndarray, legal: np.ndarray, matches: np.ndarray, quantity: np.ndarray, u: np.ndarray) -> None:
     """Seat 0's expected payoff u[last + 1, mover, roll0, roll1] from every abstract node under ``policy``."""
     nbids = legal.shape[1]
     nrolls = u.shape[2]
@@ -377,7 +374,11 @@ def legal_actions(game: DiceGame, node: int) -> np.ndarray:
     return ok
 
 
-def policy_of(game: DiceGame, probabilities: Callable[[int, tuple[int, ...], int, np.ndarray], np.ndarray]) -> np.ndarray:
+MarkovBot = Callable[[int, tuple[int, ...], int, np.ndarray], np.ndarray]
+"""``probabilities(seat, roll, last bid or -1, legal mask) -> probabilities over bids and liar``."""
+
+
+def policy_of(game: DiceGame, probabilities: MarkovBot) -> np.ndarray:
     """Tabulate a Markov bot: ``probabilities(seat, roll, last, legal) -> probs`` (last = -1 at the opening)."""
     policy = np.zeros(game.policy_shape())
     for seat in range(2):

@@ -46,10 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def train_liars_dice_cfr(args: argparse.Namespace) -> int:
     """Solve each selected game and write ``cfr-1die-f6-<bidding>-<wild>.npz``; returns the exit code."""
     if args.reset_learners:
-        from arena_bots.liars_dice.bots import reset_state, state_dir
+        from arena_bots.liars_dice.bots import LearnerTables
+        from arena_bots.registry import BotState
 
-        removed = reset_state()
-        print(f"deleted {len(removed)} learner table(s) from {state_dir()}")
+        tables = LearnerTables(BotState.default().directory)
+        removed = tables.reset()
+        print(f"deleted {len(removed)} learner table(s) from {tables.directory}")
         return 0
     if args.game == "thesis":
         return _train_thesis(args)
