@@ -59,7 +59,7 @@ def bench_two_dice() -> None:
     assert shipped is not None
     for label, pol in (("uniform (no pruning)", uniform), ("shipped cfr (pruned)", shipped)):
         start = time.perf_counter()
-        _, nodes = dice_game._best_response(0, pol, game.legal, game.matches, game.quantity, game.prob, game.dice)
+        _, nodes = dice_game._best_response(0, pol, game.child, game.matches, game.quantity, game.prob, game.dice)
         seconds = time.perf_counter() - start
         print(
             f"2 dice x 6 faces best response vs {label}: {nodes} nodes in {seconds:.2f} s "

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from arena_bots.liars_dice.bots import GAMES, GameShape, StatisticianBot
+from arena_bots.liars_dice.dice_game import node_index
 from arena_bots.liars_dice.small_game import make_game, normalise
 from arena_bots.registry import BotState, hosted
 from arena_client import Bot, MatchInfo, Turn
@@ -126,7 +127,7 @@ def dice_policy_path(dice: int, bidding: str, wild: str, faces: int = 6) -> Path
 
 @functools.lru_cache(maxsize=8)
 def load_dice_policy(dice: int, bidding: str, wild: str, faces: int = 6) -> np.ndarray | None:
-    """The abstract CFR+ policy [seat, roll, last bid + 1, action] of a single-round game, or None when not shipped."""
+    """The abstract CFR+ policy [seat, roll, node, action] of a single-round game, or None when not shipped."""
     from arena_bots.liars_dice import dice_game
 
     path = dice_policy_path(dice, bidding, wild, faces)
@@ -134,7 +135,8 @@ def load_dice_policy(dice: int, bidding: str, wild: str, faces: int = 6) -> np.n
         return None
     with np.load(path) as data:
         weights = data["policy"].astype(np.float64)
-    return dice_game.normalise(dice_game.make_dice_game(dice, faces, bidding, wild), weights)
+        memory = int(data["memory"]) if "memory" in data.files else 1
+    return dice_game.normalise(dice_game.make_dice_game(dice, faces, bidding, wild, memory), weights)
 
 
 @functools.lru_cache(maxsize=8)
@@ -214,7 +216,11 @@ class CfrBot(Bot):
             probs = self.policy[mask, obs.my_dice[0] - 1]
         elif self.markov is not None:
             roll = _multisets_f(self.shape.faces, len(obs.my_dice))[tuple(sorted(obs.my_dice))]
-            node = 0 if not obs.bids else 1 + self.shape.encode(obs.bids[-1].quantity, obs.bids[-1].face)
+            bids = [self.shape.encode(b.quantity, b.face) for b in obs.bids[-2:]]
+            last = bids[-1] if bids else -1
+            prev = bids[-2] if len(bids) == 2 else -1
+            memory = 1 if self.markov.shape[2] == nbids + 1 else 2
+            node = node_index(nbids, memory, prev, last)
             role = 0 if not obs.bids or obs.bids[0].seat == turn.seat else 1  # 0: the first bidder
             probs = self.markov[role, roll, node]
         elif self.thesis is not None:

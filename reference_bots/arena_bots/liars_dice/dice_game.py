@@ -53,6 +53,10 @@ class DiceGame:
     legal: np.ndarray  # [B + 1, B] bool: may bid a after bid `last` (row 0: the opening)
     matches: np.ndarray  # [B, R] int64: dice of roll r that count for bid b (wilds included)
     quantity: np.ndarray  # [B] int64
+    memory: int  # bids an information set remembers: 1 (the current bid) or 2 (and the one before)
+    node_last: np.ndarray  # [N] int64: the current bid at abstract node n (-1: nothing bid yet)
+    child: np.ndarray  # [N, B] int64: the node after bid a at node n, -1 where a is illegal
+    order: np.ndarray  # [N] int64: the nodes in an order where every child comes after its parent
 
     @property
     def bids(self) -> int:
@@ -63,17 +67,35 @@ class DiceGame:
         """The multiset index of a roll given as faces 1..F in any order."""
         return self.rolls.index(tuple(sorted(dice)))
 
+    @property
+    def nodes(self) -> int:
+        """The number N of abstract nodes."""
+        return int(self.node_last.shape[0])
+
+    def node(self, prev: int, last: int) -> int:
+        """The abstract node of a history whose last two bids are ``prev``, ``last`` (-1: none)."""
+        return node_index(self.bids, self.memory, prev, last)
+
     def policy_shape(self) -> tuple[int, int, int, int]:
-        """``[seat, roll, last + 1, action]``."""
-        return 2, len(self.rolls), self.bids + 1, self.bids + 1
+        """``[seat, roll, node, action]``."""
+        return 2, len(self.rolls), self.nodes, self.bids + 1
 
 
-def make_dice_game(dice: int = 2, faces: int = 6, bidding: str = "standard", wild: str = "highest") -> DiceGame:
-    """Build the tables of the 2-player, ``dice``-each, single-round game."""
+def node_index(nbids: int, memory: int, prev: int, last: int) -> int:
+    """Node ``last + 1`` (memory 1) or ``(prev + 1) * (B + 1) + last + 1`` (memory 2)."""
+    return last + 1 if memory == 1 else (prev + 1) * (nbids + 1) + last + 1
+
+
+def make_dice_game(
+    dice: int = 2, faces: int = 6, bidding: str = "standard", wild: str = "highest", memory: int = 1
+) -> DiceGame:
+    """Build the tables of the 2-player, ``dice``-each, single-round game (information sets remember ``memory`` bids)."""
     if bidding not in ("standard", "thesis") or wild not in ("none", "ones", "highest"):
         raise ValueError(f"bidding={bidding!r} wild={wild!r}: expected standard|thesis and none|ones|highest")
     if not 1 <= dice <= 3 or not 2 <= faces <= 6:
         raise ValueError(f"dice={dice} faces={faces}: expected 1..3 dice each and 2..6 faces")
+    if memory not in (1, 2):
+        raise ValueError(f"memory={memory}: expected 1 (the current bid) or 2 (the last two bids)")
     nbids = 2 * dice * faces
     wild_face = {"none": 0, "ones": 1, "highest": faces}[wild]
     rolls = tuple(itertools.combinations_with_replacement(range(1, faces + 1), dice))
@@ -98,7 +120,19 @@ def make_dice_game(dice: int = 2, faces: int = 6, bidding: str = "standard", wil
         f = b % faces + 1
         for r, roll in enumerate(rolls):
             matches[b, r] = sum(1 for d in roll if d == f or (wild_face and f != wild_face and d == wild_face))
-    return DiceGame(dice, faces, bidding, wild, rolls, prob, legal, matches, quantity)
+    if memory == 1:
+        pairs = [(-1, last) for last in range(-1, nbids)]
+    else:
+        pairs = [(prev, last) for prev in range(-1, nbids) for last in range(-1, nbids)]
+    n_nodes = len(pairs)
+    node_last = np.array([last for _, last in pairs], dtype=np.int64)
+    child = np.full((n_nodes, nbids), -1, dtype=np.int64)
+    for n, (_, last) in enumerate(pairs):
+        for a in range(nbids):
+            if legal[last + 1, a]:
+                child[n, a] = node_index(nbids, memory, last, a)
+    order = np.argsort(node_last, kind="stable").astype(np.int64)  # every bid raises the action number
+    return DiceGame(dice, faces, bidding, wild, rolls, prob, legal, matches, quantity, memory, node_last, child, order)
 
 
 @nb.njit(cache=True)
@@ -126,20 +160,20 @@ def _liar_value(
 def _best_response(
     i: int,
     policy: np.ndarray,
-    legal: np.ndarray,
+    child: np.ndarray,
     matches: np.ndarray,
     quantity: np.ndarray,
     prob: np.ndarray,
     k: int,
 ) -> tuple[float, int]:
     """Seat i's best-response value against seat 1 - i's part of ``policy``; also the number of nodes visited."""
-    nbids = legal.shape[1]
+    nbids = child.shape[1]
     nrolls = prob.shape[0]
     o = 1 - i
     depth_max = nbids + 2
     reach = np.zeros((depth_max, nrolls))
     val = np.zeros((depth_max, nrolls))
-    last = np.full(depth_max, -1, dtype=np.int64)
+    node = np.zeros(depth_max, dtype=np.int64)
     nxt = np.zeros(depth_max, dtype=np.int64)
     w = np.zeros(nrolls)
     tv = np.zeros(nrolls)
@@ -152,9 +186,9 @@ def _best_response(
     d = 0
     while True:
         mover = d & 1
-        lb = last[d]
+        nd = node[d]
         a = nxt[d]
-        while a < nbids and not legal[lb + 1, a]:
+        while a < nbids and child[nd, a] < 0:
             a += 1
         if a >= nbids:
             if d == 0:
@@ -174,7 +208,7 @@ def _best_response(
         if mover == o:
             alive = False
             for r in range(nrolls):
-                x = reach[d, r] * policy[o, r, lb + 1, a]
+                x = reach[d, r] * policy[o, r, nd, a]
                 reach[c, r] = x
                 if x > 0.0:
                     alive = True
@@ -184,7 +218,7 @@ def _best_response(
             for r in range(nrolls):
                 reach[c, r] = reach[d, r]
         visited += 1
-        last[c] = a
+        node[c] = child[nd, a]
         nxt[c] = 0
         # The child's own "liar" option (its mover calls the bid a).
         if c & 1 == i:
@@ -193,7 +227,7 @@ def _best_response(
                 val[c, r] = tv[r]
         else:
             for r in range(nrolls):
-                w[r] = reach[c, r] * policy[o, r, a + 1, nbids]
+                w[r] = reach[c, r] * policy[o, r, node[c], nbids]
             _liar_value(False, a, w, matches, quantity, k, tv)
             for r in range(nrolls):
                 val[c, r] = tv[r]
@@ -207,7 +241,7 @@ def _best_response(
 def best_response_value(game: DiceGame, policy: np.ndarray, seat: int) -> float:
     """What a perfect-recall best response playing ``seat`` gets against the other seat's part of ``policy``."""
     pol = np.ascontiguousarray(policy, dtype=np.float64)
-    value, _ = _best_response(seat, pol, game.legal, game.matches, game.quantity, game.prob, game.dice)
+    value, _ = _best_response(seat, pol, game.child, game.matches, game.quantity, game.prob, game.dice)
     return float(value)
 
 
@@ -217,14 +251,23 @@ def exploitability(game: DiceGame, policy: np.ndarray) -> float:
 
 
 @nb.njit(cache=True)
-def _payoffs(policy: np.ndarray, legal: np.ndarray, matches: np.ndarray, quantity: np.ndarray, u: np.ndarray) -> None:
-    """Seat 0's expected payoff u[last + 1, mover, roll0, roll1] from every abstract node under ``policy``."""
-    nbids = legal.shape[1]
+def _payoffs(
+    policy: np.ndarray,
+    node_last: np.ndarray,
+    child: np.ndarray,
+    order: np.ndarray,
+    matches: np.ndarray,
+    quantity: np.ndarray,
+    u: np.ndarray,
+) -> None:
+    """Seat 0's expected payoff u[node, mover, roll0, roll1] from every abstract node under ``policy``."""
+    nbids = child.shape[1]
     nrolls = u.shape[2]
-    for node in range(nbids, -1, -1):
-        lb = node - 1
+    for k in range(order.shape[0] - 1, -1, -1):
+        n = order[k]
+        lb = node_last[n]
         for mover in range(2):
-            if node == 0 and mover == 1:
+            if n == 0 and mover == 1:
                 continue
             for r0 in range(nrolls):
                 for r1 in range(nrolls):
@@ -234,25 +277,27 @@ def _payoffs(policy: np.ndarray, legal: np.ndarray, matches: np.ndarray, quantit
                         true_bid = matches[lb, r0] + matches[lb, r1] >= quantity[lb]
                         caller_loses = true_bid
                         seat0_loses = caller_loses == (mover == 0)
-                        v += policy[mover, rm, node, nbids] * (-1.0 if seat0_loses else 1.0)
+                        v += policy[mover, rm, n, nbids] * (-1.0 if seat0_loses else 1.0)
                     for a in range(nbids):
-                        if legal[node, a]:
-                            p = policy[mover, rm, node, a]
+                        c = child[n, a]
+                        if c >= 0:
+                            p = policy[mover, rm, n, a]
                             if p > 0.0:
-                                v += p * u[a + 1, 1 - mover, r0, r1]
-                    u[node, mover, r0, r1] = v
+                                v += p * u[c, 1 - mover, r0, r1]
+                    u[n, mover, r0, r1] = v
 
 
 def game_value(game: DiceGame, policy: np.ndarray) -> float:
     """Seat 0's (the first bidder's) expected return when both seats play ``policy``."""
     n = len(game.rolls)
-    u = np.zeros((game.bids + 1, 2, n, n))
-    _payoffs(np.ascontiguousarray(policy, dtype=np.float64), game.legal, game.matches, game.quantity, u)
+    u = np.zeros((game.nodes, 2, n, n))
+    pol = np.ascontiguousarray(policy, dtype=np.float64)
+    _payoffs(pol, game.node_last, game.child, game.order, game.matches, game.quantity, u)
     return float(game.prob @ u[0, 0] @ game.prob)
 
 
 @nb.njit(cache=True)
-def _strategy(regrets: np.ndarray, legal: np.ndarray, sigma: np.ndarray) -> None:
+def _strategy(regrets: np.ndarray, node_last: np.ndarray, child: np.ndarray, sigma: np.ndarray) -> None:
     _, nrolls, nodes, actions = regrets.shape
     nbids = actions - 1
     for s in range(2):
@@ -261,13 +306,13 @@ def _strategy(regrets: np.ndarray, legal: np.ndarray, sigma: np.ndarray) -> None
                 total = 0.0
                 count = 0
                 for a in range(actions):
-                    ok = legal[node, a] if a < nbids else node > 0
+                    ok = child[node, a] >= 0 if a < nbids else node_last[node] >= 0
                     if ok:
                         count += 1
                         if regrets[s, r, node, a] > 0.0:
                             total += regrets[s, r, node, a]
                 for a in range(actions):
-                    ok = legal[node, a] if a < nbids else node > 0
+                    ok = child[node, a] >= 0 if a < nbids else node_last[node] >= 0
                     if not ok:
                         sigma[s, r, node, a] = 0.0
                     elif total > 0.0:
@@ -282,7 +327,9 @@ def _cfr_pass(
     i: int,
     weight: float,
     sigma: np.ndarray,
-    legal: np.ndarray,
+    node_last: np.ndarray,
+    child: np.ndarray,
+    order: np.ndarray,
     matches: np.ndarray,
     quantity: np.ndarray,
     prob: np.ndarray,
@@ -292,40 +339,48 @@ def _cfr_pass(
     u: np.ndarray,
 ) -> None:
     """One CFR+ update of seat i: forward reaches over the DAG, payoffs bottom up, regrets and averages."""
-    nbids = legal.shape[1]
+    nbids = child.shape[1]
     nrolls = prob.shape[0]
-    nodes = nbids + 1
     reach[:] = 0.0
     for r in range(nrolls):
         reach[0, 0, 0, r] = 1.0
         reach[0, 0, 1, r] = 1.0
-    for node in range(nodes):
+    for k in range(order.shape[0]):
+        n = order[k]
         for mover in range(2):
+            alive = False
+            for r in range(nrolls):
+                if reach[n, mover, 0, r] > 0.0 or reach[n, mover, 1, r] > 0.0:
+                    alive = True
+                    break
+            if not alive:
+                continue
             for a in range(nbids):
-                if not legal[node, a]:
+                c = child[n, a]
+                if c < 0:
                     continue
                 for r in range(nrolls):
-                    reach[a + 1, 1 - mover, mover, r] += reach[node, mover, mover, r] * sigma[mover, r, node, a]
-                    reach[a + 1, 1 - mover, 1 - mover, r] += reach[node, mover, 1 - mover, r]
-    _payoffs(sigma, legal, matches, quantity, u)
+                    reach[c, 1 - mover, mover, r] += reach[n, mover, mover, r] * sigma[mover, r, n, a]
+                    reach[c, 1 - mover, 1 - mover, r] += reach[n, mover, 1 - mover, r]
+    _payoffs(sigma, node_last, child, order, matches, quantity, u)
     o = 1 - i
     sign = 1.0 if i == 0 else -1.0
     w = np.zeros(nrolls)
     cfv = np.zeros((nbids + 1, nrolls))
-    for node in range(nodes):
-        lb = node - 1
+    for n in range(order.shape[0]):
+        lb = node_last[n]
         mover = i
-        if node == 0 and mover == 1:
+        if n == 0 and mover == 1:
             continue
         alive = False
         for r in range(nrolls):
-            w[r] = reach[node, mover, o, r] * prob[r]
+            w[r] = reach[n, mover, o, r] * prob[r]
             if w[r] > 0.0:
                 alive = True
         if not alive:
             continue
         for a in range(nbids + 1):
-            ok = legal[node, a] if a < nbids else lb >= 0
+            ok = child[n, a] >= 0 if a < nbids else lb >= 0
             if not ok:
                 continue
             for ri in range(nrolls):
@@ -334,32 +389,38 @@ def _cfr_pass(
                     r0 = ri if i == 0 else ro
                     r1 = ro if i == 0 else ri
                     if a < nbids:
-                        x = u[a + 1, o, r0, r1]
+                        x = sign * u[child[n, a], o, r0, r1]
                     else:
                         true_bid = matches[lb, r0] + matches[lb, r1] >= quantity[lb]
                         x = -1.0 if true_bid else 1.0  # i calls: a true bid loses
                     v += w[ro] * x
-                cfv[a, ri] = sign * v if a < nbids else v
+                cfv[a, ri] = v
         for ri in range(nrolls):
             base = 0.0
             for a in range(nbids + 1):
-                ok = legal[node, a] if a < nbids else lb >= 0
+                ok = child[n, a] >= 0 if a < nbids else lb >= 0
                 if ok:
-                    base += sigma[i, ri, node, a] * cfv[a, ri]
-            own = reach[node, mover, i, ri]
+                    base += sigma[i, ri, n, a] * cfv[a, ri]
+            own = reach[n, mover, i, ri]
             for a in range(nbids + 1):
-                ok = legal[node, a] if a < nbids else lb >= 0
+                ok = child[n, a] >= 0 if a < nbids else lb >= 0
                 if ok:
-                    x = regrets[i, ri, node, a] + cfv[a, ri] - base
-                    regrets[i, ri, node, a] = x if x > 0.0 else 0.0
-                    sums[i, ri, node, a] += weight * own * sigma[i, ri, node, a]
+                    x = regrets[i, ri, n, a] + cfv[a, ri] - base
+                    regrets[i, ri, n, a] = x if x > 0.0 else 0.0
+                    sums[i, ri, n, a] += weight * own * sigma[i, ri, n, a]
+
+
+def legal_table(game: DiceGame) -> np.ndarray:
+    """``[node, action]``: the legal actions (bids, then liar) at every abstract node."""
+    ok = np.zeros((game.nodes, game.bids + 1), dtype=bool)
+    ok[:, : game.bids] = game.child >= 0
+    ok[:, game.bids] = game.node_last >= 0
+    return ok
 
 
 def normalise(game: DiceGame, weights: np.ndarray) -> np.ndarray:
-    """Turn nonnegative weights ``[seat, roll, last + 1, action]`` into a policy (uniform where all zero)."""
-    ok = np.zeros((game.bids + 1, game.bids + 1), dtype=bool)
-    ok[:, : game.bids] = game.legal
-    ok[1:, game.bids] = True
+    """Turn nonnegative weights ``[seat, roll, node, action]`` into a policy (uniform where all zero)."""
+    ok = legal_table(game)
     w = np.where(ok[None, None], weights, 0.0)
     total = w.sum(axis=3, keepdims=True)
     uniform = ok / ok.sum(axis=1, keepdims=True)
@@ -367,10 +428,10 @@ def normalise(game: DiceGame, weights: np.ndarray) -> np.ndarray:
 
 
 def legal_actions(game: DiceGame, node: int) -> np.ndarray:
-    """The legal actions (bids, then liar) at abstract node ``node`` (= last bid + 1)."""
+    """The legal actions (bids, then liar) at abstract node ``node``."""
     ok = np.zeros(game.bids + 1, dtype=bool)
-    ok[: game.bids] = game.legal[node]
-    ok[game.bids] = node > 0
+    ok[: game.bids] = game.child[node] >= 0
+    ok[game.bids] = game.node_last[node] >= 0
     return ok
 
 
@@ -381,11 +442,15 @@ MarkovBot = Callable[[int, tuple[int, ...], int, np.ndarray], np.ndarray]
 def policy_of(game: DiceGame, probabilities: MarkovBot) -> np.ndarray:
     """Tabulate a Markov bot: ``probabilities(seat, roll, last, legal) -> probs`` (last = -1 at the opening)."""
     policy = np.zeros(game.policy_shape())
+    last_nodes: dict[int, int] = {}
+    for node in range(game.nodes):
+        last_nodes.setdefault(int(game.node_last[node]), node)
     for seat in range(2):
         for r, roll in enumerate(game.rolls):
-            for node in range(game.bids + 1):
-                ok = legal_actions(game, node)
-                policy[seat, r, node] = np.where(ok, probabilities(seat, roll, node - 1, ok), 0.0)
+            for last, first in last_nodes.items():
+                ok = legal_actions(game, first)
+                row = np.where(ok, probabilities(seat, roll, last, ok), 0.0)
+                policy[seat, r, game.node_last == last] = row
     return policy
 
 
@@ -399,8 +464,8 @@ class AbstractCfr:
         self.regrets = np.zeros(shape)
         self.sums = np.zeros(shape)
         self._sigma = np.zeros(shape)
-        self._reach = np.zeros((game.bids + 1, 2, 2, n))
-        self._u = np.zeros((game.bids + 1, 2, n, n))
+        self._reach = np.zeros((game.nodes, 2, 2, n))
+        self._u = np.zeros((game.nodes, 2, n, n))
         self.iterations = 0
 
     def run(self, iterations: int) -> None:
@@ -409,12 +474,14 @@ class AbstractCfr:
         for _ in range(iterations):
             self.iterations += 1
             for i in range(2):
-                _strategy(self.regrets, g.legal, self._sigma)
+                _strategy(self.regrets, g.node_last, g.child, self._sigma)
                 _cfr_pass(
                     i,
                     float(self.iterations),
                     self._sigma,
-                    g.legal,
+                    g.node_last,
+                    g.child,
+                    g.order,
                     g.matches,
                     g.quantity,
                     g.prob,
