@@ -268,9 +268,30 @@ def dice_game_section(rep: Report, quick: bool) -> None:
         "What is exact and what is not: the best responses and the values are exact in the full game (no "
         "sampling, no abstraction on the responder's side). The abstraction forgets every bid but the current "
         "one (imperfect recall), so CFR+ on it has no convergence guarantee and levels off at the exploitability "
-        "shown instead of going to 0; in the 1-die games, where the exact equilibrium is known, the same "
-        "abstraction levels off at 0.16 with standard bidding and highest wild but reaches 0.0001 with thesis "
-        "bidding and no wilds (measured while building this; the 1-die `cfr` plays the full-recall equilibrium)."
+        "shown instead of going to 0. The regrets it accumulates are the exact sums over every history in each "
+        "information set (a test enumerates the histories), so the plateau is the abstraction's, not a bug. "
+        "Remembering one more bid does not reliably help, as the 1-die games, whose full-recall equilibria are "
+        "known, show (abstract CFR+ from scratch, exact full-game exploitability): it helps with standard "
+        "bidding and sixes wild and is far worse elsewhere."
+    )
+    rep.add()
+    iterations = 300 if quick else 3000
+    rep.add(f"| 1-die game ({iterations} iterations) | Remembers the current bid | Remembers the last two bids |")
+    rep.add("|---|---|---|")
+    for bidding, wild in (("standard", "highest"), ("standard", "none"), ("thesis", "highest"), ("thesis", "none")):
+        cells = []
+        for memory in (1, 2):
+            small = dice_game.make_dice_game(1, 6, bidding, wild, memory)
+            run = dice_game.AbstractCfr(small)
+            run.run(iterations)
+            cells.append(f"{dice_game.exploitability(small, run.average()):.4f}")
+        rep.add(f"| {bidding}, {wild} wild | {cells[0]} | {cells[1]} |")
+    rep.add()
+    rep.add(
+        "So `cfr` ships the one-bid abstraction in the 2-dice games and the full-recall equilibrium in the 1-die "
+        "games. In the 2-dice game with standard bidding and the highest face wild, the two-bid abstraction "
+        "(1250 nodes, about 80 ms an iteration) was at 0.40 after 1000 iterations when tried, against 0.29 for "
+        "the one-bid abstraction."
     )
     rep.add()
 

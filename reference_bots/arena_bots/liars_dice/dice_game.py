@@ -89,7 +89,7 @@ def node_index(nbids: int, memory: int, prev: int, last: int) -> int:
 def make_dice_game(
     dice: int = 2, faces: int = 6, bidding: str = "standard", wild: str = "highest", memory: int = 1
 ) -> DiceGame:
-    """Build the tables of the 2-player, ``dice``-each, single-round game (information sets remember ``memory`` bids)."""
+    """Build the tables of the 2-player, ``dice``-each, single-round game (information sets: ``memory`` bids)."""
     if bidding not in ("standard", "thesis") or wild not in ("none", "ones", "highest"):
         raise ValueError(f"bidding={bidding!r} wild={wild!r}: expected standard|thesis and none|ones|highest")
     if not 1 <= dice <= 3 or not 2 <= faces <= 6:
