@@ -246,7 +246,7 @@ def dice_game_section(rep: Report, quick: bool) -> None:
         "learned table would be a different (still Markov, still dice-blind) policy."
     )
     rep.add()
-    levels = (100, 500, 2000) if quick else (500, 2000, 5000, 10000)
+    levels = (100, 500) if quick else (500, 2000, 5000, 10000)
     cfr = dice_game.AbstractCfr(game)
     rep.add(
         "Abstract CFR+ (information set = seat, roll, current bid; the public tree folds into a DAG of "
@@ -275,7 +275,7 @@ def dice_game_section(rep: Report, quick: bool) -> None:
         "bidding and sixes wild and is far worse elsewhere."
     )
     rep.add()
-    iterations = 300 if quick else 3000
+    iterations = 100 if quick else 3000
     rep.add(f"| 1-die game ({iterations} iterations) | Remembers the current bid | Remembers the last two bids |")
     rep.add("|---|---|---|")
     for bidding, wild in (("standard", "highest"), ("standard", "none"), ("thesis", "highest"), ("thesis", "none")):
@@ -302,8 +302,8 @@ def weak_cfr_section(rep: Report, quick: bool, seed: int, log: Callable[[str], N
 
     from arena_bots.liars_dice.cfr_bot import CfrBot
 
-    scales = (1, 10, 100) if quick else (1, 3, 10, 30, 100, 1000)
-    games = 30 if quick else 400
+    scales = (1, 100) if quick else (1, 3, 10, 30, 100, 1000)
+    games = 20 if quick else 400
     rep.add("## Why 0.2% and not 25%: modified SARSA against weaker CFR solutions")
     rep.add()
     rep.add(
