@@ -3,9 +3,10 @@
 With two dice each (24 bids) the public tree has 2**24 bid histories, too many
 to tabulate a full-recall policy over, but not too many to walk. So policies
 here are *Markov*: the information set of a seat is (its seat, its roll as a
-multiset, the current bid), an array ``[seat, roll, last + 1, action]`` with
-``last + 1 == 0`` the opening and action ``B`` (the number of bids) "liar".
-Every hosted bot is of this kind in these games: the learners' roulette
+multiset, the current bid), an array ``[seat, roll, node, action]`` with node
+``last + 1`` (0: the opening) and action ``B`` (the number of bids) "liar";
+with ``memory=2`` the node also remembers the bid before the current one.
+Every hosted bot is of the first kind in these games: the learners' roulette
 depends on the current bid only, the statistician on its dice and the current
 bid, random on the legal actions, which depend on the current bid.
 
@@ -20,10 +21,11 @@ how many of its dice match f.
 
 :class:`AbstractCfr` runs CFR+ (regret matching+, alternating updates, linear
 averaging) on the same abstraction. Because both seats' strategies depend on
-(bid, mover) only, the expected payoff from an abstract node given both rolls
-does not depend on the path, so the public tree folds into a DAG of
-2 x (B + 1) nodes: reaches are summed over paths in a forward pass, and the
-payoff matrices ``[roll0, roll1]`` are computed bottom up. The abstraction has
+(node, mover) only, the expected payoff from an abstract node given both
+rolls does not depend on the path, so the public tree folds into a DAG of
+2 x N nodes (N = B + 1, or (B + 1)**2 remembering two bids): reaches are
+summed over paths in a forward pass, and the payoff matrices
+``[roll0, roll1]`` are computed bottom up. The abstraction has
 imperfect recall, so CFR carries no equilibrium guarantee there; what the
 strategy is worth is measured exactly with :func:`exploitability`.
 """
