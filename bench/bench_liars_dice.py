@@ -1,18 +1,18 @@
-"""Liar's Dice bot targets: CFR+ speed on the 1-die game, every bot's decision time, the thesis experiment's wall time.
+"""Liar's Dice bot targets: CFR+ speed, the 2-dice best response, every bot's decision time, the experiment's time.
 
-Run with ``.venv/bin/python bench/bench_liars_dice.py`` (about 30 s; ``--experiment`` adds the full
-``arena experiment liars-dice-thesis`` run, about a minute, written to a temporary file). Targets
+Run with ``.venv/bin/python bench/bench_liars_dice.py`` (about a minute; ``--experiment`` adds the full
+``arena experiment liars-dice-thesis`` run, a few minutes, written to a temporary file). Targets
 (issue 16): exploitability <= 0.001 on the 1-die game (standard bidding, highest face wild, single
-round) in under 20 s; decisions under 1 ms for the learners and under 10 ms for ``cfr``. Set
-``ARENA_BOT_STATE_DIR`` to where ``arena train liars-dice-cfr --game thesis`` cached its tables to time
-``cfr`` on them in the thesis game.
+round) in under 20 s; decisions under 1 ms for the learners and under 10 ms for ``cfr`` (which plays
+the shipped thesis-game strategy in the 5-dice game and the shipped abstract CFR+ policy with 2 dice).
+The 2-dice part times the exact full-game best response (numba, public-tree walk) against a plain
+Python recursion over ordered rolls on a game small enough for it (2 dice, 3 faces), in this process.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +27,49 @@ from arena_client import Bot, Turn
 
 LEVELS = (0.01, 0.005, 0.002, 0.001, 0.0005)
 SMALL = {"dice": 1, "bidding": "standard", "wild": "highest", "rounds": "single"}
+TWO_DICE = {"dice": 2, "bidding": "standard", "wild": "highest", "rounds": "single"}
+
+
+def bench_two_dice() -> None:
+    import sys
+
+    from arena_bots.liars_dice import dice_game
+    from arena_bots.liars_dice.cfr_bot import load_dice_policy
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.bots.test_liars_dice_dice_game import brute_force_best_response, random_policy
+
+    small = dice_game.make_dice_game(2, 3, "standard", "highest")
+    policy = random_policy(small, 11)
+    dice_game.best_response_value(small, policy, 0)  # compile
+    start = time.perf_counter()
+    for _ in range(20):
+        dice_game.best_response_value(small, policy, 0)
+    fast = (time.perf_counter() - start) / 20
+    start = time.perf_counter()
+    brute_force_best_response(small, policy, 0)
+    slow = time.perf_counter() - start
+    print(
+        f"2 dice x 3 faces best response: walk {fast * 1e3:.2f} ms, plain Python recursion {slow * 1e3:.0f} ms "
+        f"(x{slow / fast:.0f})"
+    )
+    game = dice_game.make_dice_game(2, 6, "standard", "highest")
+    uniform = dice_game.normalise(game, np.ones(game.policy_shape()))
+    shipped = load_dice_policy(2, "standard", "highest")
+    assert shipped is not None
+    for label, pol in (("uniform (no pruning)", uniform), ("shipped cfr (pruned)", shipped)):
+        start = time.perf_counter()
+        _, nodes = dice_game._best_response(0, pol, game.child, game.matches, game.quantity, game.prob, game.dice)
+        seconds = time.perf_counter() - start
+        print(
+            f"2 dice x 6 faces best response vs {label}: {nodes} nodes in {seconds:.2f} s "
+            f"({nodes / seconds / 1e6:.1f} M nodes/s)"
+        )
+    cfr = dice_game.AbstractCfr(game)
+    cfr.run(10)
+    start = time.perf_counter()
+    cfr.run(1000)
+    print(f"abstract CFR+ 2 dice x 6 faces: {1000 / (time.perf_counter() - start):.0f} iterations/s")
 
 
 def bench_cfr() -> None:
@@ -57,7 +100,7 @@ def bench_decisions(games: int) -> None:
     hosted = hosted_bots()
     rng = np.random.default_rng(1)
     for name in ("sarsa", "sarsa-profiling", "q-learning", "statistician", "cfr", "random"):
-        for label, params in (("thesis 2x5", THESIS_PARAMS), ("1-die", SMALL)):
+        for label, params in (("thesis 2x5", THESIS_PARAMS), ("1-die", SMALL), ("2-dice", TWO_DICE)):
             times: list[float] = []
             for g in range(games):
                 bot: Bot = hosted[name].factory(g)
@@ -84,13 +127,10 @@ def main() -> None:
     parser.add_argument("--experiment", action="store_true", help="also time the full thesis experiment")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as state:
-        # Learners' tables go to a scratch directory; a trained thesis-game cfr is used when
-        # ARENA_BOT_STATE_DIR points at its cache (else cfr plays as the statistician there).
-        cached = os.environ.get("ARENA_BOT_STATE_DIR")
-        if cached and (Path(cached) / "cfr-thesis.npz").exists():
-            shutil.copy(Path(cached) / "cfr-thesis.npz", Path(state) / "cfr-thesis.npz")
+        # Learners' tables go to a scratch directory; cfr plays the shipped thesis-game strategy.
         os.environ["ARENA_BOT_STATE_DIR"] = state
         bench_cfr()
+        bench_two_dice()
         bench_decisions(args.games)
         if args.experiment:
             from arena_bots.experiments import liars_dice_thesis

@@ -11,6 +11,6 @@ import arena_bots.rps.sicilian as _sicilian  # noqa: F401  (RPS: the ensemble me
 import arena_bots.rps.thesis_agents as _thesis_agents  # noqa: F401  (RPS: the RPSLS thesis agents)
 import arena_bots.tic_tac_toe as _tic_tac_toe  # noqa: F401  (tic-tac-toe: lab, corrected and MCTS bots)
 from arena_bots import simple as _simple  # noqa: F401  (registers the simple bots)
-from arena_bots.registry import HostedBot, hosted, hosted_bots
+from arena_bots.registry import BotState, HostedBot, hosted, hosted_bots
 
-__all__ = ["HostedBot", "hosted", "hosted_bots"]
+__all__ = ["BotState", "HostedBot", "hosted", "hosted_bots"]

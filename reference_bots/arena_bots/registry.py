@@ -4,14 +4,62 @@ Each entry names a bot, the games it plays and a factory taking a seed; the
 server builds a fresh instance for every match (so bots keep per-match state on
 the instance and many matches run side by side). Modules add their bots with
 :func:`hosted`.
+
+A bot that keeps something *between* matches (the Liar's Dice learners' tables,
+a strategy loaded once) registers with ``stateful=True`` and gets a
+:class:`BotState`: an object owned by whoever hosts the bots (``arena serve``
+makes one per data directory), holding the directory its files live in and the
+in-memory objects its matches share. :func:`hosted_bots` binds the stateful
+factories to the state it is given, or to a fresh default one.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
 
 from arena_client import Bot
+
+T = TypeVar("T")
+
+DEFAULT_STATE_DIR = Path("arena-data") / "bot-state"
+"""The bots' state directory when nothing says otherwise (``$ARENA_BOT_STATE_DIR`` does)."""
+
+
+class BotState:
+    """What hosted bots keep between matches, for one host and one directory.
+
+    Attributes:
+        directory: Where the bots persist their files (created by them on first write).
+    """
+
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+        self._objects: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def default(cls) -> BotState:
+        """A state in ``$ARENA_BOT_STATE_DIR``, else :data:`DEFAULT_STATE_DIR` under the working directory."""
+        env = os.environ.get("ARENA_BOT_STATE_DIR")
+        return cls(Path(env) if env else DEFAULT_STATE_DIR)
+
+    def shared(self, key: str, make: Callable[[], T]) -> T:
+        """The object stored under ``key``, made by ``make()`` on first use (thread-safe; one per state)."""
+        with self._lock:
+            if key not in self._objects:
+                self._objects[key] = make()
+            found: T = self._objects[key]
+            return found
+
+    def forget(self, key: str) -> None:
+        """Drop the object under ``key`` (the next :meth:`shared` makes a new one)."""
+        with self._lock:
+            self._objects.pop(key, None)
 
 
 @dataclass(frozen=True)
@@ -29,25 +77,50 @@ class HostedBot:
     games: tuple[str, ...]
     factory: Callable[[int], Bot]
     description: str
+    stateful_factory: Callable[[int, BotState], Bot] | None = None
 
 
 _HOSTED: dict[str, HostedBot] = {}
 
 
-def hosted(
-    name: str, games: tuple[str, ...], description: str
-) -> Callable[[Callable[[int], Bot]], Callable[[int], Bot]]:
-    """Decorator registering a factory ``f(seed) -> Bot`` under ``name``."""
+def _unbound(seed: int) -> Bot:
+    raise RuntimeError("a stateful hosted bot needs a BotState: get it from hosted_bots()")
 
-    def register(factory: Callable[[int], Bot]) -> Callable[[int], Bot]:
+
+def hosted(
+    name: str, games: tuple[str, ...], description: str, stateful: bool = False
+) -> Callable[[Callable[..., Bot]], Callable[..., Bot]]:
+    """Decorator registering a factory ``f(seed) -> Bot`` (``stateful``: ``f(seed, state) -> Bot``) under ``name``."""
+
+    def register(factory: Callable[..., Bot]) -> Callable[..., Bot]:
         if name in _HOSTED:
             raise ValueError(f"hosted bot {name!r} is registered twice")
-        _HOSTED[name] = HostedBot(name, games, factory, description)
+        if stateful:
+            _HOSTED[name] = HostedBot(name, games, _unbound, description, factory)
+        else:
+            _HOSTED[name] = HostedBot(name, games, factory, description)
         return factory
 
     return register
 
 
-def hosted_bots() -> dict[str, HostedBot]:
-    """Every hosted bot by name (importing :mod:`arena_bots` registers them all)."""
-    return dict(_HOSTED)
+def _bind(factory: Callable[[int, BotState], Bot], state: BotState) -> Callable[[int], Bot]:
+    def bound(seed: int) -> Bot:
+        return factory(seed, state)
+
+    return bound
+
+
+def hosted_bots(state: BotState | None = None) -> dict[str, HostedBot]:
+    """Every hosted bot by name (importing :mod:`arena_bots` registers them all).
+
+    Stateful bots are bound to ``state``; without one, to a fresh :meth:`BotState.default` shared by the
+    returned entries only (call this once per host, not once per match).
+    """
+    bound = state if state is not None else BotState.default()
+    out: dict[str, HostedBot] = {}
+    for name, entry in _HOSTED.items():
+        if entry.stateful_factory is not None:
+            entry = replace(entry, factory=_bind(entry.stateful_factory, bound))
+        out[name] = entry
+    return out

@@ -13,7 +13,7 @@ import arena_bots  # noqa: F401  (registers the hosted bots)
 from arena_bots.liars_dice import bots as ld_bots
 from arena_bots.liars_dice.learners import ThesisLearner
 from arena_bots.liars_dice.play import THESIS_PARAMS, play_game
-from arena_bots.registry import hosted_bots
+from arena_bots.registry import BotState, hosted_bots
 
 NAMES = ("sarsa", "sarsa-profiling", "q-learning", "statistician", "cfr")
 VARIANTS = [
@@ -27,7 +27,6 @@ VARIANTS = [
 @pytest.fixture(autouse=True)
 def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ARENA_BOT_STATE_DIR", str(tmp_path))
-    ld_bots._TABLES.clear()
     return tmp_path
 
 
@@ -51,13 +50,33 @@ def test_tables_persist_between_matches_and_reset(state_dir: Path) -> None:
     assert first["profile"]["rounds"] >= 5  # every round of the game was profiled
     initial = ThesisLearner(10, 6, True, True, rng)
     assert not np.allclose(first["q_call"], initial.q_call)  # it learned
-    ld_bots._TABLES.clear()  # a new server process: the next match starts from the file
+    hosted = hosted_bots()  # a new host (a restarted server): the next match starts from the file
     play_game([hosted["sarsa-profiling"].factory(3), hosted["q-learning"].factory(4)], THESIS_PARAMS, rng)
     second = json.loads(path.read_text())
     assert second["profile"]["rounds"] > first["profile"]["rounds"] or second["profile"]["rounds"] < 5
     assert second["q_call"] != first["q_call"]
-    removed = ld_bots.reset_state()
+    removed = ld_bots.LearnerTables(state_dir).reset()
     assert path in removed and not path.exists()
+
+
+def test_each_host_owns_its_tables(tmp_path: Path) -> None:
+    # Two hosts with their own state directories: matches under one host share one table in memory and save
+    # it to that host's directory only; the other host neither sees nor writes it.
+    one, two = BotState(tmp_path / "one"), BotState(tmp_path / "two")
+    host1, host2 = hosted_bots(one), hosted_bots(two)
+    rng = np.random.default_rng(8)
+    a, b = host1["q-learning"].factory(1), host1["q-learning"].factory(2)
+    play_game([a, host1["random"].factory(3)], THESIS_PARAMS, rng)
+    play_game([b, host1["random"].factory(4)], THESIS_PARAMS, rng)
+    assert isinstance(a, ld_bots.LearnerBot) and isinstance(b, ld_bots.LearnerBot)
+    assert a.learner is not None and b.learner is not None and a.learner.q_call is b.learner.q_call
+    saved = tmp_path / "one" / "q-learning-p2d5f6.json"
+    assert json.loads(saved.read_text())["q_call"] == a.learner.q_call.tolist()
+    c = host2["q-learning"].factory(5)
+    play_game([c, host2["random"].factory(6)], THESIS_PARAMS, rng)
+    assert isinstance(c, ld_bots.LearnerBot) and c.learner is not None and c.learner.q_call is not a.learner.q_call
+    assert (tmp_path / "two" / "q-learning-p2d5f6.json").exists()
+    assert json.loads(saved.read_text())["q_call"] == a.learner.q_call.tolist()  # host 2 left host 1's file alone
 
 
 def test_statistician_calls_impossible_bids_and_raises_certain_ones() -> None:

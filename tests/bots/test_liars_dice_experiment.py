@@ -26,6 +26,8 @@ def test_quick_run_writes_every_section_without_touching_the_document(tmp_path: 
         "Crosstable, 2 players",
         "3 players",
         "Exploitability in the 1-die game",
+        "Exploitability in the 2-dice game",
+        "Why 0.2% and not 25%",
         "Wall time",
     ):
         assert title in text

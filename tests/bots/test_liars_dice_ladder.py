@@ -18,8 +18,8 @@ BOTS = ("sarsa", "sarsa-profiling", "q-learning", "statistician", "cfr", "random
 @pytest.mark.slow
 def test_serve_rates_the_liars_dice_bots(tmp_path: Path) -> None:
     db = tmp_path / "arena.db"
-    state = tmp_path / "bot-state"
-    env = {**os.environ, "ARENA_BOT_STATE_DIR": str(state)}
+    state = tmp_path / "arena-data" / "bot-state"  # the server's own: its data directory, next to the database
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_BOT_STATE_DIR"}
     argv = [
         sys.executable,
         "-m",

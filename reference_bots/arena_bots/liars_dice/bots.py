@@ -4,13 +4,13 @@
 
 The learners (:mod:`arena_bots.liars_dice.learners`) keep learning online and
 their tables persist per bot between matches, as the thesis's JSON files did,
-in ``<state dir>/<bot>-p<players>d<dice>f<faces>.json``. The state directory is
-the environment variable ``ARENA_BOT_STATE_DIR`` when set, else
-:data:`STATE_DIR` (``arena-data/bot-state`` under the working directory, i.e.
-next to the default ``arena.db``). Every match of the same bot and game size in
-one process shares one table (loaded once, saved after each match, written
-atomically); :func:`reset_state` (``python -m arena_bots.liars_dice.train
---reset``) deletes the files.
+in ``<state dir>/<bot>-p<players>d<dice>f<faces>.json``. The tables belong to a
+:class:`LearnerTables` held by the host's :class:`~arena_bots.registry.BotState`
+(``arena serve``: ``<data dir>/bot-state``, or ``$ARENA_BOT_STATE_DIR``;
+elsewhere ``$ARENA_BOT_STATE_DIR`` or ``arena-data/bot-state``): every match of
+the same bot and game size under one host shares one table (loaded once, saved
+after each match, written atomically). :meth:`LearnerTables.reset` (``arena
+train liars-dice-cfr --reset-learners``) deletes the files.
 """
 
 from __future__ import annotations
@@ -26,34 +26,68 @@ from typing import Any
 import numpy as np
 
 from arena_bots.liars_dice.learners import ThesisLearner
-from arena_bots.registry import hosted
+from arena_bots.registry import BotState, hosted
 from arena_client import Bot, MatchInfo, MatchResult, Turn
 
 GAMES = ("liars_dice",)
-STATE_DIR = Path("arena-data") / "bot-state"
-"""Default directory of the learners' tables (overridden by ``ARENA_BOT_STATE_DIR``)."""
-
-_TABLES: dict[Path, ThesisLearner] = {}
-_LOCK = threading.Lock()
+LEARNER_NAMES = ("sarsa", "sarsa-profiling", "q-learning")
 
 
-def state_dir() -> Path:
-    """Where the learners' tables live: ``$ARENA_BOT_STATE_DIR`` or :data:`STATE_DIR`."""
-    env = os.environ.get("ARENA_BOT_STATE_DIR")
-    return Path(env) if env else STATE_DIR
+class LearnerTables:
+    """The learners' tables of one state directory, shared by the matches of one host.
 
+    Args:
+        directory: Where ``<bot>-p<players>d<dice>f<faces>.json`` files are read and written.
+    """
 
-def reset_state(names: tuple[str, ...] = ("sarsa", "sarsa-profiling", "q-learning")) -> list[Path]:
-    """Forget the learners' tables (files and in-memory copies). Returns the files deleted."""
-    removed = []
-    with _LOCK:
-        _TABLES.clear()
-        directory = state_dir()
-        for name in names:
-            for path in sorted(directory.glob(f"{name}-p*.json")):
-                path.unlink()
-                removed.append(path)
-    return removed
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._tables: dict[Path, ThesisLearner] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, state: BotState) -> LearnerTables:
+        """The tables object of a host's state (made on first use)."""
+        return state.shared("liars_dice.learner_tables", lambda: cls(state.directory))
+
+    def path(self, name: str, shape: GameShape) -> Path:
+        """The file of one bot and game size."""
+        return self.directory / f"{name}-p{shape.players}d{shape.dice}f{shape.faces}.json"
+
+    def table(
+        self, name: str, shape: GameShape, sarsa: bool, profiling: bool, rng: np.random.Generator
+    ) -> ThesisLearner:
+        """The shared table of ``name`` for this game size: from memory, else the file, else fresh."""
+        path = self.path(name, shape)
+        with self._lock:
+            shared = self._tables.get(path)
+            if shared is None:
+                shared = ThesisLearner(shape.total, shape.faces, sarsa, profiling, rng)
+                if path.exists():
+                    with contextlib.suppress(ValueError, KeyError, TypeError):  # corrupt: start afresh
+                        shared.load_json(json.loads(path.read_text()))
+                self._tables[path] = shared
+            return shared
+
+    def save(self, name: str, shape: GameShape, learner: ThesisLearner) -> None:
+        """Write one table atomically."""
+        path = self.path(name, shape)
+        with self._lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
+            tmp.write_text(json.dumps(learner.to_json()))
+            tmp.replace(path)
+
+    def reset(self, names: tuple[str, ...] = LEARNER_NAMES) -> list[Path]:
+        """Forget the tables of ``names`` (files and in-memory copies). Returns the files deleted."""
+        removed = []
+        with self._lock:
+            self._tables.clear()
+            for name in names:
+                for path in sorted(self.directory.glob(f"{name}-p*.json")):
+                    path.unlink()
+                    removed.append(path)
+        return removed
 
 
 class GameShape:
@@ -96,18 +130,18 @@ class LearnerBot(Bot):
         seed: int,
         persist: bool = True,
         shared: ThesisLearner | None = None,
+        tables: LearnerTables | None = None,
     ) -> None:
-        """``persist``: load/save the table in the state directory; ``shared``: use this table instead (experiments)."""
+        """``persist``: load/save the table in ``tables`` (default: the default state's); ``shared``: use this
+        table instead (experiments)."""
         self.shared = shared
+        self.tables = tables
         self.name = name
         self.sarsa = sarsa
         self.profiling = profiling
         self.rng = np.random.default_rng(seed)
         self.persist = persist
         self.learner: ThesisLearner | None = None
-
-    def _path(self, shape: GameShape) -> Path:
-        return state_dir() / f"{self.name}-p{shape.players}d{shape.dice}f{shape.faces}.json"
 
     def on_match_start(self, match: MatchInfo) -> None:
         shape = GameShape(match.params)
@@ -121,15 +155,9 @@ class LearnerBot(Bot):
                 self.shared.profile,
             )
         elif self.persist:
-            path = self._path(shape)
-            with _LOCK:
-                shared = _TABLES.get(path)
-                if shared is None:
-                    shared = ThesisLearner(shape.total, shape.faces, self.sarsa, self.profiling, self.rng)
-                    if path.exists():
-                        with contextlib.suppress(ValueError, KeyError, TypeError):  # corrupt: start afresh
-                            shared.load_json(json.loads(path.read_text()))
-                    _TABLES[path] = shared
+            if self.tables is None:
+                self.tables = LearnerTables.of(BotState.default())
+            shared = self.tables.table(self.name, shape, self.sarsa, self.profiling, self.rng)
             learner.q_call, learner.q_liar, learner.profile = shared.q_call, shared.q_liar, shared.profile
         learner.new_game()
         self.learner = learner
@@ -184,13 +212,8 @@ class LearnerBot(Bot):
             return
         if result.observation is not None:
             self._observe(result.observation)
-        if self.persist and self.shared is None:
-            path = self._path(self.shape)
-            with _LOCK:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(json.dumps(self.learner.to_json()))
-                tmp.replace(path)
+        if self.persist and self.shared is None and self.tables is not None:
+            self.tables.save(self.name, self.shape, self.learner)
 
 
 def binomial_at_least(n: int, p: float, k: int) -> float:
@@ -260,19 +283,31 @@ class StatisticianBot(Bot):
         return best if best >= 0 else shape.liar
 
 
-@hosted("sarsa", GAMES, "Liar's Dice thesis: plain SARSA, roulette over Q, learns online (table persists)")
-def _sarsa(seed: int) -> Bot:
-    return LearnerBot("sarsa", sarsa=True, profiling=False, seed=seed)
+@hosted(
+    "sarsa", GAMES, "Liar's Dice thesis: plain SARSA, roulette over Q, learns online (table persists)", stateful=True
+)
+def _sarsa(seed: int, state: BotState) -> Bot:
+    return LearnerBot("sarsa", sarsa=True, profiling=False, seed=seed, tables=LearnerTables.of(state))
 
 
-@hosted("sarsa-profiling", GAMES, "Liar's Dice thesis: modified SARSA with the opponent lie profile (persists)")
-def _sarsa_profiling(seed: int) -> Bot:
-    return LearnerBot("sarsa-profiling", sarsa=True, profiling=True, seed=seed)
+@hosted(
+    "sarsa-profiling",
+    GAMES,
+    "Liar's Dice thesis: modified SARSA with the opponent lie profile (persists)",
+    stateful=True,
+)
+def _sarsa_profiling(seed: int, state: BotState) -> Bot:
+    return LearnerBot("sarsa-profiling", sarsa=True, profiling=True, seed=seed, tables=LearnerTables.of(state))
 
 
-@hosted("q-learning", GAMES, "Liar's Dice thesis: Q-learning, roulette over Q, learns online (table persists)")
-def _q_learning(seed: int) -> Bot:
-    return LearnerBot("q-learning", sarsa=False, profiling=False, seed=seed)
+@hosted(
+    "q-learning",
+    GAMES,
+    "Liar's Dice thesis: Q-learning, roulette over Q, learns online (table persists)",
+    stateful=True,
+)
+def _q_learning(seed: int, state: BotState) -> Bot:
+    return LearnerBot("q-learning", sarsa=False, profiling=False, seed=seed, tables=LearnerTables.of(state))
 
 
 @hosted("statistician", GAMES, "Liar's Dice: calls unlikely bids, else the likeliest raise (binomial odds)")

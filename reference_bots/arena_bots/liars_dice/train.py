@@ -32,10 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=str(DATA_DIR), help="directory for the policy files")
     parser.add_argument(
         "--game",
-        choices=("small", "thesis"),
+        choices=("small", "two-dice", "thesis"),
         default="small",
-        help="small: the 1-die games (shipped); thesis: the 2-player thesis-bidding game by DP over dice counts",
+        help="small: the 1-die games (shipped); two-dice: the 2-dice single-round games by abstract CFR+ "
+        "(shipped); thesis: the 2-player thesis-bidding game by DP over dice counts",
     )
+    parser.add_argument("--iterations", type=int, default=5000, help="two-dice games: CFR+ iterations")
     parser.add_argument("--dice", type=int, default=5, help="thesis game: dice per player (1-5, default 5)")
     parser.add_argument("--scale", type=int, default=20000, help="thesis game: iterations per die in a round")
     parser.add_argument("--reset-learners", action="store_true", help="delete the learners' saved tables and exit")
@@ -44,13 +46,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def train_liars_dice_cfr(args: argparse.Namespace) -> int:
     """Solve each selected game and write ``cfr-1die-f6-<bidding>-<wild>.npz``; returns the exit code."""
     if args.reset_learners:
-        from arena_bots.liars_dice.bots import reset_state, state_dir
+        from arena_bots.liars_dice.bots import LearnerTables
+        from arena_bots.registry import BotState
 
-        removed = reset_state()
-        print(f"deleted {len(removed)} learner table(s) from {state_dir()}")
+        tables = LearnerTables(BotState.default().directory)
+        removed = tables.reset()
+        print(f"deleted {len(removed)} learner table(s) from {tables.directory}")
         return 0
     if args.game == "thesis":
         return _train_thesis(args)
+    if args.game == "two-dice":
+        return _train_two_dice(args)
     if args.target <= 0 or args.check_every < 1:
         print("error: --target must be > 0 and --check-every >= 1", file=sys.stderr)
         return 2
@@ -76,6 +82,39 @@ def _train_thesis(args: argparse.Namespace) -> int:
     scale = args.scale
     thesis_cfr.solve(args.dice, lambda a, b: scale * (a + b), checkpoint=path)
     print(f"wrote {path}")
+    return 0
+
+
+def _train_two_dice(args: argparse.Namespace) -> int:
+    """Abstract CFR+ on each selected 2-dice single-round game; prints the exact exploitability at each check."""
+    from arena_bots.liars_dice import dice_game
+
+    if args.iterations < 1 or args.check_every < 1:
+        print("error: --iterations and --check-every must be >= 1", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    biddings = ("standard", "thesis") if args.bidding == "all" else (args.bidding,)
+    wilds = ("none", "ones", "highest") if args.wild == "all" else (args.wild,)
+    for bidding in biddings:
+        for wild in wilds:
+            game = dice_game.make_dice_game(2, 6, bidding, wild)
+            cfr = dice_game.AbstractCfr(game)
+            path = out / f"cfr-2dice-f6-{bidding}-{wild}.npz"
+            start = time.perf_counter()
+            step = max(args.check_every, args.iterations // 5)
+            while cfr.iterations < args.iterations:
+                cfr.run(min(step, args.iterations - cfr.iterations))
+                tmp = path.with_suffix(".tmp.npz")
+                np.savez_compressed(tmp, policy=cfr.average().astype(np.float16))
+                tmp.replace(path)
+                print(f"\r{bidding:8} {wild:7} iter {cfr.iterations:6d}  {time.perf_counter() - start:6.1f} s", end="")
+            expl = dice_game.exploitability(game, cfr.average())
+            value = dice_game.game_value(game, cfr.average())
+            print(
+                f"\r{bidding:8} {wild:7} {cfr.iterations} iterations, exploitability {expl:.4f} (full game), "
+                f"first bidder's value {value:+.4f}, {time.perf_counter() - start:.1f} s -> {path}"
+            )
     return 0
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from arena_bots import hosted_bots
+from arena_bots.registry import BotState
 from arena_server.api.server import build_server
 from arena_server.bots.registry import check_sandbox, prepare_registry
 from arena_server.cli import CliError
@@ -164,8 +165,10 @@ async def _serve(
     if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
         await prepare_registry(hub.registry, data_dir)
         await check_sandbox(hub.registry, allow_unsandboxed)  # issue 12
-        # Hosted learners (Liar's Dice) keep their tables in the data directory, between matches and restarts.
-        os.environ.setdefault("ARENA_BOT_STATE_DIR", str(hub.registry.data_dir / "bot-state"))
+        # Hosted bots that keep state between matches and restarts (the Liar's Dice learners' tables) own one
+        # BotState per server: $ARENA_BOT_STATE_DIR when set, else the data directory's bot-state/.
+        state_dir = os.environ.get("ARENA_BOT_STATE_DIR") or str(hub.registry.data_dir / "bot-state")
+        hub.hosted = hosted_bots(BotState(state_dir))
     try:
         server, bound = await build_server(hub, host, port)
     except OSError as exc:
