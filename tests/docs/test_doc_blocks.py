@@ -13,7 +13,8 @@ The convention (also stated in docs/index.md, "How the examples are tested"):
 - A block directly preceded by ``<!-- not-run: REASON -->`` is skipped; the reason is required.
 - Blocks in any other language are not run (unless given a ``file:`` marker).
 - A page whose first line is ``<!-- doc-test: slow -->`` runs only under ``make test-slow``;
-  ``<!-- doc-test: ladder -->`` (or ``slow, ladder``) starts the page's server with its ladder on.
+  ``<!-- doc-test: ladder -->`` (or ``slow, ladder``) starts the page's server with a small ladder on
+  (``LADDER`` below: 100-round RPS among rock, rotate, beat-last and random, unpaced).
 
 Every page gets a fresh temporary working directory and its own real ``arena serve`` on a free port
 (started only when the page has something to run); ``ARENA_SERVER`` holds its address and the
@@ -39,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 COMMAND_TIMEOUT = 120.0
 SERVER_START_TIMEOUT = 60.0
+# A page flagged `ladder` gets a small, quick ladder (docs/ladder.md shows this command).
+LADDER = ["--ladder-game", "rps:rounds=100", "--ladder-bots", "rock,rotate,beat-last,random", "--ladder-interval", "0"]
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _MARKER = re.compile(r"^\s*<!--\s*(?P<kind>file|not-run)\s*:\s*(?P<value>.*?)\s*-->\s*$")
@@ -181,8 +184,7 @@ def page_server(tmp: Path, ladder: bool) -> Iterator[str]:
     data = tmp / "server"
     data.mkdir()
     command = [str(BIN / "arena"), "serve", "--host", "127.0.0.1", "--port", "0", "--db", str(data / "arena.db")]
-    if not ladder:
-        command.append("--no-ladder")
+    command += LADDER if ladder else ["--no-ladder"]
     help_text = subprocess.run(
         [str(BIN / "arena"), "serve", "--help"], capture_output=True, text=True, timeout=60
     ).stdout
