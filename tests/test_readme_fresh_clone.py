@@ -9,11 +9,11 @@ install take about a minute instead of several. Slow-marked: it installs a whole
 from __future__ import annotations
 
 import os
-import sys
 import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 

@@ -105,9 +105,13 @@ def parse_page(text: str, path: str = "<page>") -> Page:
         i += 1
         while i < len(lines):
             close = _FENCE.match(lines[i])
-            if close and close.group("fence")[0] == fence[0] and len(close.group("fence")) >= len(fence):
-                if not close.group("info").strip():
-                    break
+            if (
+                close
+                and close.group("fence")[0] == fence[0]
+                and len(close.group("fence")) >= len(fence)
+                and not close.group("info").strip()
+            ):
+                break
             line = lines[i]
             body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
             i += 1
