@@ -23,6 +23,7 @@ virtualenv's bin directory comes first on ``PATH``. Blocks run in page order.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -182,6 +183,11 @@ def _environment(server: str | None) -> dict[str, str]:
     return env
 
 
+@functools.cache
+def _serve_help() -> str:
+    return subprocess.run([str(BIN / "arena"), "serve", "--help"], capture_output=True, text=True, timeout=60).stdout
+
+
 @contextmanager
 def page_server(tmp: Path, ladder: bool) -> Iterator[str]:
     """A real ``arena serve`` on a free port with its own database; yields ``127.0.0.1:PORT``."""
@@ -189,10 +195,7 @@ def page_server(tmp: Path, ladder: bool) -> Iterator[str]:
     data.mkdir()
     command = [str(BIN / "arena"), "serve", "--host", "127.0.0.1", "--port", "0", "--db", str(data / "arena.db")]
     command += LADDER if ladder else ["--no-ladder"]
-    help_text = subprocess.run(
-        [str(BIN / "arena"), "serve", "--help"], capture_output=True, text=True, timeout=60
-    ).stdout
-    if "--no-http" in help_text:  # the web UI's port, once the server has one
+    if "--no-http" in _serve_help():  # the web UI's port, once the server has one
         command.append("--no-http")
     log = data / "serve.log"
     with log.open("w") as out:
