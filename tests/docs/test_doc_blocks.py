@@ -390,3 +390,75 @@ def test_runner_writes_files_runs_blocks_and_catches_failures(tmp_path: Path) ->
     (tmp_path / "d").mkdir()
     with pytest.raises(AssertionError, match="python block failed"):
         run_page(bad_python, tmp_path / "d", serve=False)
+
+
+# Links between pages: a relative link must name an existing file, and its #anchor a heading there.
+
+# Pages other helpers write, linked before they arrive; the lead empties this once they are merged.
+PENDING_PAGES = {"docs/evaluate.md", "docs/web.md", "docs/performance.md", "docs/cluster.md", "docs/formats"}
+_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    in_code = False
+    anchors = set()
+    for line in path.read_text().splitlines():
+        if _FENCE.match(line):
+            in_code = not in_code
+        elif not in_code and line.startswith("#"):
+            anchors.add(_slug(line.lstrip("#")))
+    return anchors
+
+
+def broken_links(path: Path) -> list[str]:
+    """The relative links of a page whose file or heading does not exist."""
+    broken = []
+    in_code = False
+    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if _FENCE.match(line):
+            in_code = not in_code
+        if in_code:
+            continue
+        for match in _LINK.finditer(line):
+            target = match.group("target")
+            if re.match(r"^[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            resolved = (path.parent / file).resolve() if file else path
+            relative = resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(resolved)
+            if relative in PENDING_PAGES:
+                continue
+            if not resolved.exists():
+                broken.append(f"{name}:{number}: {target}: no such file")
+            elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+                broken.append(f"{name}:{number}: {target}: no heading #{anchor} there")
+    return broken
+
+
+def test_links_between_pages_resolve() -> None:
+    broken = [problem for page in pages() for problem in broken_links(page)]
+    assert not broken, "\n".join(broken)
+
+
+def test_link_checker_reports_a_missing_file_and_anchor(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# Other\n\n## A section\n")
+    sample = tmp_path / "page.md"
+    sample.write_text(
+        "[ok](other.md#a-section) [gone](missing.md) [bad](other.md#nowhere) [web](https://example.org/x)\n"
+        "```text\n[in code](ignored.md)\n```\n"
+    )
+    problems = broken_links(sample)
+    assert len(problems) == 2, problems
+    assert "missing.md: no such file" in problems[0]
+    assert "no heading #nowhere" in problems[1]
+    page = ROOT / "docs" / "index.md"
+    assert "#how-the-examples-are-tested" in {"#" + a for a in _anchors(page)}
+    assert _slug("Five minutes: your first bot in Python") == "five-minutes-your-first-bot-in-python"
+    assert _slug("Framing 1: JSON lines (`--framing json`)") == "framing-1-json-lines---framing-json"
