@@ -164,7 +164,7 @@ async def test_hosted_bot_randomness_is_not_replayable_by_the_challenger(live_se
 def _readme_verifier() -> str:
     """The Python block of docs/fairness.md (once the README's section), which tells anyone how to check a seed."""
     readme = (Path(__file__).resolve().parents[2] / "docs" / "fairness.md").read_text()
-    section = readme.split("## Fairness: seeds, commitments and who may play rated", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("# Fairness: seeds, commitments and who may play rated", 1)[1].split("\n## ", 1)[0]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
