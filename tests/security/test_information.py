@@ -162,9 +162,9 @@ async def test_hosted_bot_randomness_is_not_replayable_by_the_challenger(live_se
 
 
 def _readme_verifier() -> str:
-    """The Python block of the README's fairness section, which tells anyone how to check a seed."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## Fairness: seeds, commitments and who may play rated", 1)[1].split("\n## ", 1)[0]
+    """The Python block of docs/fairness.md (once the README's section), which tells anyone how to check a seed."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "fairness.md").read_text()
+    section = readme.split("# Fairness: seeds, commitments and who may play rated", 1)[1].split("\n## ", 1)[0]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
@@ -173,10 +173,14 @@ async def test_readme_verifier_checks_a_real_match(live_server: LiveServer) -> N
     request = mp.CreateMatchRequest(game="liars_dice", bots=["random", "random"], wait=True)
     record = (await stub.CreateMatch(request)).record
     assert record.seed and any(m.seat == CHANCE for m in record.moves)
-    code = _readme_verifier().replace("localhost:50051", live_server.address).replace('"17"', repr(record.match_id))
+    code = (
+        _readme_verifier()
+        .replace("localhost:50051", live_server.address)
+        .replace('match_id="1"', f"match_id={record.match_id!r}")
+    )
     printed: list[str] = []
     namespace = {"print": printed.append}
-    await asyncio.to_thread(exec, compile(code, "README.md", "exec"), namespace)
+    await asyncio.to_thread(exec, compile(code, "docs/fairness.md", "exec"), namespace)
     rolls = sum(1 for m in record.moves if m.seat == CHANCE)
     assert printed == [f"match {record.match_id}: {rolls} dice rolled by the committed seed"]
     tampered = mp.MatchRecord()

@@ -1,7 +1,7 @@
 """Play a dots and boxes genome file against a server: ``python -m arena_bots.dots_and_boxes --genome PATH``.
 
-Connects the network as a remote bot (see "Play the hosted bots remotely" in
-the README), e.g. to challenge ``greedy`` with a genome from
+Connects the network as a remote bot (see docs/playing.md, "Play the hosted
+bots remotely"), e.g. to challenge ``greedy`` with a genome from
 ``arena train dots-and-boxes``::
 
     python -m arena_bots.dots_and_boxes --genome dab-training/best-genome.json --opponent greedy --matches 10

@@ -581,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "epsilon 0.9, 0.95), one run per setting, fresh state per match. Test opponents use the defaults: "
         "MUPN r=2, MV r=3, SUPP order 3, alpha 0.2, gamma 0.9, epsilon 0.9; MKSU over MUPN, MV, SUPP, VK, "
         "VO, VP, VPS, random. "
-        "The choices made where the thesis is ambiguous are listed in the README, 'Rock-paper-scissors bots'.",
+        "The choices made where the thesis is ambiguous are listed in docs/bots.md, 'Rock-paper-scissors bots'.",
     ]
     if rep.big:
         tail = ["", "## Differences of more than 2 points", "", EXPLANATIONS, "Cells:", ""]

@@ -23,7 +23,7 @@ All three are one class, :class:`ThesisLearner`, as in the thesis's C# ``AISARSA
   thresholds with strict ``>``, counters zeroed after more than 100 rounds while
   the rates are kept).
 
-Choices for what the thesis leaves open (also in the README, "Liar's Dice bots"):
+Choices for what the thesis leaves open (also in docs/bots.md, "Liar's Dice bots"):
 
 1. Spot on is never chosen (the table has no such action); wilds count for the
    lie profile as the game counts them. Faces other than 6: high bucket when

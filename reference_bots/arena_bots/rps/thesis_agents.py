@@ -24,7 +24,7 @@ work for any odd number of signs; the thesis studies 5):
 * The optimal meta-classifier (oracle) of the upper-bound experiment. It reads
   the opponent's move first, so it is an experiment device and is not hosted.
 
-Choices where the thesis is ambiguous (each is also in the README, "Rock-paper-scissors bots"):
+Choices where the thesis is ambiguous (each is also in docs/bots.md, "Rock-paper-scissors bots"):
 
 1. MV learns every transition for which a full key exists (the (r+1)-th
    opponent move onwards), also while it still plays randomly.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from datetime import timedelta
 
 from arena_client import TimeControl
@@ -10,7 +11,8 @@ from arena_games import Game, GameError, load_game
 from arena_server.cli import CliError
 from arena_server.store.database import Store, StoreError
 
-DEFAULT_ADDRESS = "localhost:50051"
+# The server a ``--server`` command talks to when the flag is omitted: $ARENA_SERVER, else localhost:50051.
+DEFAULT_ADDRESS = os.environ.get("ARENA_SERVER") or "localhost:50051"
 
 
 def add_game_arguments(parser: argparse.ArgumentParser, default_game: str | None = "rps") -> None:
