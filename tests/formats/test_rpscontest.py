@@ -18,9 +18,9 @@ import pytest
 from arena_bots import hosted_bots
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
-from arena_server.bots import rpscontest
-from arena_server.bots.py2to3 import ConversionError, convert
+from arena_server.bots import formats
 from arena_server.bots.runners import rpscontest_runner
+from arena_server.bots.runners.py2to3 import ConversionError, convert
 from arena_server.referee.loop import play_match
 from arena_server.referee.records import MatchRecord
 from arena_server.seats.in_process import InProcessSeat
@@ -116,11 +116,11 @@ def test_conversion_error_names_the_line(py2: str, words: str) -> None:
     assert words in str(info.value), info.value
 
 
-def test_bundle_refuses_unconvertible_file(tmp_path: Path) -> None:
+def test_unconvertible_program_is_refused_before_it_runs(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("output = 'R'\nif input <> 'R' print 1\n")
-    with pytest.raises(rpscontest.RpsContestError, match=r"cannot convert RPSContest program bad.py line 2: "):
-        rpscontest.bundle(bad, tmp_path / "bundle")
+    with pytest.raises(formats.FormatError, match=r"cannot convert this RPSContest program: bad.py line 2: "):
+        formats.local_program("rpscontest", bad)
 
 
 # -- real matches -------------------------------------------------------------------------------
@@ -128,8 +128,7 @@ def test_bundle_refuses_unconvertible_file(tmp_path: Path) -> None:
 
 async def play(program: str, opponent: str, tmp_path: Path, rounds: int = 100, signs: int = 3) -> tuple[MatchRecord, str]:
     """One match of the bundled program (seat 0) against a hosted bot; the record and the program's log."""
-    made = rpscontest.bundle(PROGRAMS / program, tmp_path / "bundle")
-    seat = SubprocessSeat(made.program(LIMITS), SeatInfo(0, program, 1, "subprocess"))
+    seat = SubprocessSeat(formats.local_program("rpscontest", PROGRAMS / program, LIMITS), SeatInfo(0, program, 1, "subprocess"))
     other = InProcessSeat(hosted_bots()[opponent].factory(7), SeatInfo(1, opponent))
     try:
         record = await play_match(load_game("rps", rounds=rounds, signs=signs), [seat, other], CLOCK, seed="s")
@@ -160,6 +159,7 @@ async def test_prints_and_stdin_never_touch_the_protocol(tmp_path: Path) -> None
     assert record.termination == Termination.NORMAL, (record.reason, log[-2000:])
     assert "not a protocol line" in log and '{"action": {"matchId": "x"' in log
     assert "round 29 counts" in log
+    assert "[arena] isolation: no network" in log  # the real sandbox
 
 
 async def test_bad_output_loses_with_the_reason(tmp_path: Path) -> None:
@@ -182,18 +182,15 @@ async def test_rpsls_is_refused_clearly(tmp_path: Path) -> None:
     record, _ = await play("beat_last.py2", "random", tmp_path, rounds=10, signs=5)
     assert record.termination == Termination.RESIGN
     assert "RPSContest programs play 3 signs only; this match has signs=5" in record.reason
-    with pytest.raises(rpscontest.RpsContestError, match="RPSContest programs play 3 signs only"):
-        rpscontest.check_signs("rps", {"signs": 5})
 
 
 def test_runner_speaks_json_lines_on_the_real_stdout(tmp_path: Path) -> None:
     """The runner as a plain process: its protocol lines are the only thing on stdout."""
-    made = rpscontest.bundle(PROGRAMS / "freq_counter.py2", tmp_path / "bundle")
     turn = {"matchId": "m", "turnId": 1, "observation": {"rps": {"signs": 3, "round": 0}}, "legalActions": [0, 1, 2]}
     lines = [{"matchStarted": {"matchId": "m", "seat": 0}}, {"turn": turn}, {"matchEnded": {"matchId": "m"}}]
     done = subprocess.run(
-        [sys.executable, "-I", "-S", "rpscontest_runner.py", "program.py"],
-        cwd=made.folder,
+        [sys.executable, "-B", "-c", formats.runner_source(formats.get_format("rpscontest")), "freq_counter.py2"],
+        cwd=PROGRAMS,
         input="".join(json.dumps(m) + "\n" for m in lines),
         capture_output=True,
         text=True,

@@ -1,40 +1,50 @@
-"""Plays an RPSContest program as an Arena subprocess bot (standard library only).
+"""Runner for RPSContest programs: plays a Python 2 rpscontest.com entry, unchanged, as an Arena bot.
 
-Usage: ``python3 rpscontest_runner.py PROGRAM.py`` where ``PROGRAM.py`` is already
-converted to Python 3 (:mod:`arena_server.bots.py2to3`). This file is copied next to
-the program and run inside the sandbox, so it imports nothing of Arena's.
+Started by the subprocess seat as ``python -c <source> PROGRAM_FILE`` (see
+:func:`arena_server.bots.formats.runner_source`, which also registers
+:mod:`arena_server.bots.runners.py2to3` for it); standard library only.
 
-As on RPSContest, the program runs once per round in one namespace that persists for
-the match: the global ``input`` is ``""`` in the first round and the opponent's last
-move (``"R"``, ``"P"`` or ``"S"``) after; the program leaves its move in ``output``.
-Arena's protocol (JSON lines) uses a private copy of the original stdout; the
-program's own stdout goes to stderr (the bot's log) and its stdin is empty, so
-nothing it prints or reads touches the protocol. A program that raises, or leaves
-anything but "R", "P" or "S" in ``output``, resigns with a one-line reason saying so.
+The program is converted to Python 3 when the runner starts (the same conversion the
+server ran when the bot was added, so its errors were reported then, naming the line).
+As on RPSContest, the converted program runs once per round in one namespace that
+persists for the match: the global ``input`` is ``""`` in the first round and the
+opponent's last move (``"R"``, ``"P"`` or ``"S"``) after; the program leaves its move in
+``output``. The namespace also holds what Python 2 programs take for granted
+(:func:`namespace`). Prints go to the bot's log and stdin is empty
+(:class:`~arena_server.bots.runners.stdio.Protocol`); files it writes land in a private
+folder. A program that raises, or leaves anything but ``"R"``, ``"P"`` or ``"S"`` in
+``output``, resigns with a one-line reason (the line it raised at, the round, the bad
+value); asked to play with more than 3 signs, it resigns saying RPSContest programs
+play 3 signs only.
 """
 
 from __future__ import annotations
 
 import builtins
 import functools
-import io
-import json
 import numbers
 import os
 import sys
 import traceback
 from typing import Any
 
+from arena_server.bots.runners.py2to3 import DIVISION_HELPER, ConversionError, convert
+from arena_server.bots.runners.stdio import PROTOCOL_VERSION, Protocol, param, private_workdir
+
+TAG = "[rpscontest]"
 MOVES = "RPS"
 """RPSContest's moves in Arena's action order (0 rock, 1 paper, 2 scissors)."""
-
 THREE_SIGNS_ONLY = "RPSContest programs play 3 signs only"
 
 
-class _Py2Division:
-    """``a /__py2div__/ b``: Python 2's ``/`` (floor for two integers, true division otherwise)."""
+class Py2Division:
+    """``a /__py2div__/ b`` is Python 2's ``a / b``: floor division of two integers, true division otherwise.
 
-    __array_ufunc__ = None  # numpy arrays defer to us instead of broadcasting
+    ``a / D`` returns a left half that divides by what follows; ``D / b`` (from ``x /= D / b``)
+    returns a right half that ``x`` is divided by. Precedence and associativity are those of ``/``.
+    """
+
+    __array_ufunc__ = None  # numpy arrays defer to these objects instead of broadcasting them
 
     @staticmethod
     def divide(a: Any, b: Any) -> Any:
@@ -42,24 +52,24 @@ class _Py2Division:
             return a // b
         return a / b
 
-    def __rtruediv__(self, a: Any) -> Any:
-        return _Partial(a, left=True)
+    def __rtruediv__(self, a: Any) -> _Half:
+        return _Half(a)
 
-    def __truediv__(self, b: Any) -> Any:
-        return _Partial(b, left=False)
+    def __truediv__(self, b: Any) -> _Half:
+        return _Half(b)
 
 
-class _Partial:
+class _Half:
     __array_ufunc__ = None
 
-    def __init__(self, value: Any, left: bool) -> None:
-        self.value, self.left = value, left
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
     def __truediv__(self, b: Any) -> Any:  # (a / D) / b
-        return _Py2Division.divide(self.value, b)
+        return Py2Division.divide(self.value, b)
 
-    def __rtruediv__(self, a: Any) -> Any:  # a /= D / b
-        return _Py2Division.divide(a, self.value)
+    def __rtruediv__(self, a: Any) -> Any:  # a /= (D / b)
+        return Py2Division.divide(a, self.value)
 
 
 def _raw_input(*_: object) -> str:
@@ -70,7 +80,7 @@ def _raw_input(*_: object) -> str:
 
 
 def _cmp(a: Any, b: Any) -> int:
-    return (a > b) - (a < b)
+    return int(a > b) - int(a < b)
 
 
 def namespace() -> dict[str, Any]:
@@ -78,7 +88,7 @@ def namespace() -> dict[str, Any]:
     return {
         "__name__": "__main__",
         "__builtins__": builtins,
-        "__py2div__": _Py2Division(),
+        DIVISION_HELPER: Py2Division(),
         "raw_input": _raw_input,
         "reduce": functools.reduce,
         "cmp": _cmp,
@@ -88,36 +98,25 @@ def namespace() -> dict[str, Any]:
     }
 
 
-def _where(exc: BaseException, filename: str) -> str:
+def _line(exc: BaseException, filename: str) -> str:
     lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
     return f" at line {lines[-1]}" if lines else ""
 
 
-class Runner:
-    """One program, one match at a time."""
+class RpsContestPlayer:
+    """One match of one program: a fresh namespace, run once per round."""
 
-    def __init__(self, path: str, protocol: io.TextIOBase, log: io.TextIOBase) -> None:
-        self.path = path
+    def __init__(self, protocol: Protocol, code: Any, filename: str, started: dict[str, Any]) -> None:
         self.protocol = protocol
-        self.log = log
-        with open(path, encoding="utf-8") as f:
-            self.code = compile(f.read(), path, "exec", dont_inherit=True)
-        self.ns: dict[str, Any] = {}
-        self.seat = 0
-        self.refusal = ""
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.protocol.write(json.dumps(message) + "\n")
-        self.protocol.flush()
-
-    def started(self, match: dict[str, Any]) -> None:
-        self.seat = int(match.get("seat", 0))
-        signs = match.get("params", {}).get("signs", {})
-        value = next(iter(signs.values()), 3) if isinstance(signs, dict) else 3
-        self.refusal = "" if int(value) == 3 else f"{THREE_SIGNS_ONLY}; this match has signs={value}"
+        self.code = code
+        self.filename = filename
+        self.seat = int(started.get("seat", 0))
+        signs = param(started.get("params", {}), "signs", 3)
+        self.refusal = "" if signs == 3 else f"{THREE_SIGNS_ONLY}; this match has signs={signs}"
         self.ns = namespace()
 
-    def move(self, turn: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, turn: dict[str, Any]) -> dict[str, Any]:
+        """The Action (or Resign) message for ``turn``."""
         match_id, turn_id = turn.get("matchId", ""), turn.get("turnId", 0)
         if self.refusal:
             return {"resign": {"matchId": match_id, "reason": self.refusal}}
@@ -128,50 +127,70 @@ class Runner:
         try:
             exec(self.code, self.ns)
         except BaseException as exc:  # the program's own failure: it loses, saying why
-            traceback.print_exc(file=self.log)
-            self.log.flush()
-            reason = f"the program raised {type(exc).__name__}: {exc}{_where(exc, self.path)} in round {round_number}"
-            return {"resign": {"matchId": match_id, "reason": reason[:300]}}
+            traceback.print_exc()
+            sys.stderr.flush()
+            text = " ".join(str(exc).split())[:160]
+            reason = f"the program raised {type(exc).__name__}: {text}{_line(exc, self.filename)} in round {round_number}"
+            return {"resign": {"matchId": match_id, "reason": reason}}
         output = self.ns.get("output")
         if not isinstance(output, str) or output not in ("R", "P", "S"):
-            shown = repr(output)[:40] if "output" in self.ns else "nothing (no global `output`)"
+            shown = repr(output)[:40] if "output" in self.ns else "not set (no global `output`)"
             reason = f"the program's output was {shown} in round {round_number}; it must be 'R', 'P' or 'S'"
             return {"resign": {"matchId": match_id, "reason": reason}}
         return {"action": {"matchId": match_id, "turnId": turn_id, "action": MOVES.index(output)}}
 
-    def serve(self, messages: io.TextIOBase) -> None:
-        self.send({"hello": {"protocolVersion": "arena.v1", "games": ["rps"], "client": "arena rpscontest runner"}})
-        for line in messages:
-            if not line.strip():
-                continue
-            message = json.loads(line)
-            if "matchStarted" in message:
-                self.started(message["matchStarted"])
-            elif "turn" in message:
-                self.send(self.move(message["turn"]))
-            elif "matchEnded" in message:
-                return
-            elif "ping" in message:
-                self.send({"pong": {"nonce": message["ping"].get("nonce", "0")}})
+
+def load(protocol: Protocol, path: str) -> Any:
+    """The program at ``path``, converted and compiled; exits with one line in the log when it cannot be."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            source = data.decode("utf-8")
+        except UnicodeDecodeError:
+            source = data.decode("latin-1")
+        return compile(convert(source, os.path.basename(path)), os.path.basename(path), "exec", dont_inherit=True)
+    except (OSError, ConversionError) as exc:
+        protocol.say(f"cannot run the RPSContest program: {exc}")
+        sys.exit(1)
 
 
-def main(argv: list[str]) -> int:
-    """Run the program named in ``argv[1]``; the protocol stays on private copies of stdin and stdout."""
-    if len(argv) != 2:
-        print("usage: rpscontest_runner.py PROGRAM.py", file=sys.stderr)
-        return 2
-    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    messages = os.fdopen(os.dup(0), "r", encoding="utf-8")
-    os.dup2(2, 1)  # the program's prints go to the log
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)  # and it reads nothing of the protocol
-    os.close(null)
-    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), encoding="utf-8", line_buffering=True)
-    sys.stdin = io.TextIOWrapper(os.fdopen(0, "rb", closefd=False), encoding="utf-8")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[1])))
-    Runner(argv[1], protocol, sys.stderr).serve(messages)  # type: ignore[arg-type]
+def serve(protocol: Protocol, code: Any, filename: str, name: str) -> int:
+    """Say Hello, then play matches until the server ends the last one. Returns the exit code."""
+    protocol.send(
+        {"hello": {"protocolVersion": PROTOCOL_VERSION, "name": name, "games": ["rps"], "client": "arena-rpscontest-runner/1"}}
+    )
+    player: RpsContestPlayer | None = None
+    for message in protocol.messages():
+        if "matchStarted" in message:
+            player = RpsContestPlayer(protocol, code, filename, message["matchStarted"])
+        elif "turn" in message:
+            if player is None:
+                protocol.say("a Turn came before MatchStarted")
+                return 1
+            protocol.send(player.answer(message["turn"]))
+        elif "ping" in message:
+            protocol.send({"pong": {"nonce": message["ping"].get("nonce", "0")}})
+        elif "matchEnded" in message:
+            return 0
+        elif "error" in message:
+            protocol.say(f"server error: {message['error']}")
+            if message["error"].get("fatal"):
+                return 1
     return 0
 
 
+def main() -> int:
+    if len(sys.argv) != 2:
+        sys.stderr.write(f"{TAG} usage: rpscontest_runner PROGRAM_FILE\n")
+        return 2
+    path = os.path.abspath(sys.argv[1])
+    protocol = Protocol(TAG)
+    code = load(protocol, path)
+    private_workdir(os.path.dirname(path), "rpscontest-")
+    sys.path.insert(0, os.path.dirname(path))
+    return serve(protocol, code, os.path.basename(path), os.path.splitext(os.path.basename(path))[0])
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

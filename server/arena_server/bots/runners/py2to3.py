@@ -25,7 +25,8 @@ tracebacks are those of the original file. The rules (docs/formats/rpscontest.md
 * Indentation: a tab advances to the next multiple of 8 columns (Python 2's rule) and
   every indentation is rewritten with spaces, so mixed tabs and spaces work.
 
-The runner supplies at run time what is not a rewrite: ``__py2div__``, list-returning
+The RPSContest runner (which runs this module inside the sandbox, so it uses the standard
+library only) supplies at run time what is not a rewrite: ``__py2div__``, list-returning
 ``map``/``filter``/``zip``, ``reduce``, ``cmp``, and a ``raw_input`` that explains it
 is not available.
 """
