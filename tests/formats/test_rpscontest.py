@@ -126,9 +126,13 @@ def test_unconvertible_program_is_refused_before_it_runs(tmp_path: Path) -> None
 # -- real matches -------------------------------------------------------------------------------
 
 
-async def play(program: str, opponent: str, tmp_path: Path, rounds: int = 100, signs: int = 3) -> tuple[MatchRecord, str]:
+async def play(
+    program: str, opponent: str, tmp_path: Path, rounds: int = 100, signs: int = 3
+) -> tuple[MatchRecord, str]:
     """One match of the bundled program (seat 0) against a hosted bot; the record and the program's log."""
-    seat = SubprocessSeat(formats.local_program("rpscontest", PROGRAMS / program, LIMITS), SeatInfo(0, program, 1, "subprocess"))
+    seat = SubprocessSeat(
+        formats.local_program("rpscontest", PROGRAMS / program, LIMITS), SeatInfo(0, program, 1, "subprocess")
+    )
     other = InProcessSeat(hosted_bots()[opponent].factory(7), SeatInfo(1, opponent))
     try:
         record = await play_match(load_game("rps", rounds=rounds, signs=signs), [seat, other], CLOCK, seed="s")

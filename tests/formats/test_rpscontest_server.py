@@ -20,7 +20,9 @@ from tests.conftest import LiveServer
 PROGRAMS = Path(__file__).parent / "rpscontest_programs"
 
 
-async def server_match(live_server: LiveServer, bots: list[str], token: str, rounds: int, signs: int = 3) -> mp.MatchRecord:
+async def server_match(
+    live_server: LiveServer, bots: list[str], token: str, rounds: int, signs: int = 3
+) -> mp.MatchRecord:
     request = mp.CreateMatchRequest(game="rps", bots=bots, wait=True, bot_tokens={bots[0]: token})
     request.params["rounds"].int_value = rounds
     request.params["signs"].int_value = signs
@@ -33,7 +35,18 @@ def token_from(output: str) -> str:
 
 
 async def test_added_program_plays_server_matches(live_server: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
-    code = await asyncio.to_thread(main, ["bot", "add", "py2-freq", "--rpscontest", str(PROGRAMS / "freq_counter.py2"), "--db", str(live_server.db_path)])
+    code = await asyncio.to_thread(
+        main,
+        [
+            "bot",
+            "add",
+            "py2-freq",
+            "--rpscontest",
+            str(PROGRAMS / "freq_counter.py2"),
+            "--db",
+            str(live_server.db_path),
+        ],
+    )
     assert code == 0
     token = token_from(capsys.readouterr().out)
     record = await server_match(live_server, ["py2-freq", "rock"], token, rounds=50)
@@ -44,7 +57,9 @@ async def test_added_program_plays_server_matches(live_server: LiveServer, capsy
     assert "RPSContest programs play 3 signs only; this match has signs=5" in refused.reason
 
 
-async def test_submitted_program_is_checked_and_plays(live_server: LiveServer, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+async def test_submitted_program_is_checked_and_plays(
+    live_server: LiveServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     assert await asyncio.to_thread(main, ["bot", "register", "py2-markov", "--server", live_server.address]) == 0
     token = token_from(capsys.readouterr().out)
     args = ["bot", "submit", "py2-markov", "--rpscontest", str(PROGRAMS / "markov.py2"), "--token", token]

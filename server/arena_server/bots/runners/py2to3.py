@@ -53,7 +53,55 @@ COMPOUND = {"if", "elif", "else", "for", "while", "try", "except", "finally", "w
 KEYWORDS = set(keyword.kwlist) | {"print", "exec"}
 
 _OPS = sorted(
-    "**= //= >>= <<= <> != == <= >= ** // >> << += -= *= /= %= &= |= ^= -> := + - * / % & | ^ ~ < > ( ) [ ] { } , : ; . = @ `".split(),
+    [
+        "**=",
+        "//=",
+        ">>=",
+        "<<=",
+        "<>",
+        "!=",
+        "==",
+        "<=",
+        ">=",
+        "**",
+        "//",
+        ">>",
+        "<<",
+        "+=",
+        "-=",
+        "*=",
+        "/=",
+        "%=",
+        "&=",
+        "|=",
+        "^=",
+        "->",
+        ":=",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "&",
+        "|",
+        "^",
+        "~",
+        "<",
+        ">",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        ":",
+        ";",
+        ".",
+        "=",
+        "@",
+        "`",
+    ],
     key=len,
     reverse=True,
 )
@@ -313,7 +361,9 @@ class _Converter:
             file_end = commas[0] if commas else end
             if file_end == nxt + 1:
                 raise self.fail(nxt, "`print >>` names no file; write `print >>f, value`")
-            file_text = "".join((tok.prefix if j > nxt + 1 else "") + tok.text for j, tok in enumerate(t[nxt + 1 : file_end], nxt + 1))
+            file_text = "".join(
+                (tok.prefix if j > nxt + 1 else "") + tok.text for j, tok in enumerate(t[nxt + 1 : file_end], nxt + 1)
+            )
             for j in range(nxt, file_end + (1 if commas else 0)):
                 t[j].text = ""
             first_arg = file_end + 1 if commas else end
@@ -343,10 +393,14 @@ class _Converter:
             if tok.kind == "OP" and tok.text in ")]}":
                 opener = self.match[j]
                 before = t[opener - 1] if opener > 0 else None
-                if tok.text != "}" and before is not None and (
-                    (before.kind == "NAME" and before.text not in KEYWORDS)
-                    or (before.kind == "OP" and before.text in ")]")
-                    or before.kind == "STRING"
+                if (
+                    tok.text != "}"
+                    and before is not None
+                    and (
+                        (before.kind == "NAME" and before.text not in KEYWORDS)
+                        or (before.kind == "OP" and before.text in ")]")
+                        or before.kind == "STRING"
+                    )
                 ):
                     j = opener - 1
                     continue

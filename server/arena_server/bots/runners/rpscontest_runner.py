@@ -94,7 +94,7 @@ def namespace() -> dict[str, Any]:
         "cmp": _cmp,
         "map": lambda *a: list(builtins.map(*a)),
         "filter": lambda *a: list(builtins.filter(*a)),
-        "zip": lambda *a: list(builtins.zip(*a)),
+        "zip": lambda *a: list(builtins.zip(*a, strict=False)),
     }
 
 
@@ -130,7 +130,9 @@ class RpsContestPlayer:
             traceback.print_exc()
             sys.stderr.flush()
             text = " ".join(str(exc).split())[:160]
-            reason = f"the program raised {type(exc).__name__}: {text}{_line(exc, self.filename)} in round {round_number}"
+            reason = (
+                f"the program raised {type(exc).__name__}: {text}{_line(exc, self.filename)} in round {round_number}"
+            )
             return {"resign": {"matchId": match_id, "reason": reason}}
         output = self.ns.get("output")
         if not isinstance(output, str) or output not in ("R", "P", "S"):
@@ -158,7 +160,14 @@ def load(protocol: Protocol, path: str) -> Any:
 def serve(protocol: Protocol, code: Any, filename: str, name: str) -> int:
     """Say Hello, then play matches until the server ends the last one. Returns the exit code."""
     protocol.send(
-        {"hello": {"protocolVersion": PROTOCOL_VERSION, "name": name, "games": ["rps"], "client": "arena-rpscontest-runner/1"}}
+        {
+            "hello": {
+                "protocolVersion": PROTOCOL_VERSION,
+                "name": name,
+                "games": ["rps"],
+                "client": "arena-rpscontest-runner/1",
+            }
+        }
     )
     player: RpsContestPlayer | None = None
     for message in protocol.messages():
