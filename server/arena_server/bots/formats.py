@@ -53,8 +53,9 @@ class BotFormat:
         runner: The runner's file name in :data:`RUNNERS_DIR` (None: a native command).
         games: The games the format can play (None: any game).
         game_note: Why the format is limited to ``games`` (said when another game is asked for).
-        check_file: Finds problems that stop a file from running here (missing modules, syntax the
-            runner cannot convert); returns one line per problem.
+        check_file: ``check_file(path, python)`` finds problems that stop a file from running here
+            with the interpreter ``python`` (missing modules, syntax the runner cannot convert);
+            returns one line per problem.
         modules: Further standard-library modules of :data:`RUNNERS_DIR` the runner imports (file
             names), registered like the shared protocol module before the runner starts.
     """
@@ -64,7 +65,7 @@ class BotFormat:
     runner: str | None = None
     games: tuple[str, ...] | None = None
     game_note: str = ""
-    check_file: Callable[[Path], list[str]] | None = None
+    check_file: Callable[[Path, str], list[str]] | None = None
     modules: tuple[str, ...] = ()
 
     def check_games(self, games: Sequence[str]) -> tuple[str, ...]:
@@ -208,11 +209,12 @@ def local_program(
     Raises:
         FormatError: an unknown format, a missing file, or a problem :attr:`BotFormat.check_file` finds.
     """
-    command, workdir = prepare_local(format_name, file)
-    return bot_program(command, Framing.JSON, workdir, limits or Limits(), startup_timeout)
+    limits = limits or Limits()
+    command, workdir = prepare_local(format_name, file, limits)
+    return bot_program(command, Framing.JSON, workdir, limits, startup_timeout)
 
 
-def prepare_local(format_name: str, file: Path) -> tuple[str, str]:
+def prepare_local(format_name: str, file: Path, limits: Limits | None = None) -> tuple[str, str]:
     """``(stored command, working directory)`` for ``arena bot add --FORMAT file``, after checking the file.
 
     Raises:
@@ -224,15 +226,15 @@ def prepare_local(format_name: str, file: Path) -> tuple[str, str]:
     path = file.resolve()
     if not path.is_file():
         raise FormatError(f"{file} is not a file; give the {fmt.name} bot's .py file")
-    check_file(fmt, path)
+    check_file(fmt, path, limits)
     return stored_command(fmt, path.name), str(path.parent)
 
 
-def check_file(fmt: BotFormat, path: Path) -> None:
-    """Raise FormatError with every problem the format's check finds in ``path``."""
+def check_file(fmt: BotFormat, path: Path, limits: Limits | None = None) -> None:
+    """Raise FormatError with every problem the format's check finds in ``path`` (run under ``limits``)."""
     if fmt.check_file is None:
         return
-    problems = fmt.check_file(path)
+    problems = fmt.check_file(path, runner_python(limits or Limits()))
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise FormatError(problems[0] + more)
@@ -242,17 +244,25 @@ def check_file(fmt: BotFormat, path: Path) -> None:
 
 
 def imported_modules(source: str) -> list[tuple[int, str]]:
-    """``(line, top-level module)`` of every absolute import outside a ``try`` block, in order."""
+    """``(line, top-level module)`` of the absolute imports the file runs when it is loaded.
+
+    Imports inside functions and classes (run later, perhaps after the file extends
+    ``sys.path``) and inside ``try`` blocks (optional imports with a fallback) are left out.
+    """
     tree = ast.parse(source)
-    guarded: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Try):
-            for inner in node.body:
-                guarded.update(id(n) for n in ast.walk(inner))
+
+    def loaded(nodes: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for node in nodes:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Try):
+                continue
+            out.append(node)
+            for block in ("body", "orelse"):
+                out += loaded(getattr(node, block, []))
+        return out
+
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if id(node) in guarded:
-            continue
+    for node in loaded(tree.body):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -279,7 +289,7 @@ def missing_modules(path: Path, python: str) -> list[tuple[int, str]]:
     return [(line, m) for line, m in imports if m in absent]
 
 
-def python_file_problems(path: Path, python: str | None = None) -> list[str]:
+def python_file_problems(path: Path, python: str) -> list[str]:
     """Problems that stop a Python bot file from starting here: a syntax error, a module not installed."""
     try:
         source = path.read_text(encoding="utf-8")
@@ -289,11 +299,10 @@ def python_file_problems(path: Path, python: str | None = None) -> list[str]:
         ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         return [f"{path.name} line {exc.lineno}: {exc.msg}"]
-    interpreter = python or runner_python(Limits())
     return [
         f"{path.name} line {line} imports {module!r}, which is not installed for the Python that runs bots here "
-        f"({interpreter}); install it there or remove the import"
-        for line, module in missing_modules(path, interpreter)
+        f"({python}); install it there or remove the import"
+        for line, module in missing_modules(path, python)
     ]
 
 

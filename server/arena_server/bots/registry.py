@@ -425,7 +425,7 @@ class BotRegistry:
             files = await asyncio.to_thread(unpack_upload, filename, content, folder)
             await asyncio.to_thread(self._check_bytes_quota, name)
             if fmt is not None:
-                await asyncio.to_thread(_check_format_file, command, folder)
+                await asyncio.to_thread(_check_format_file, command, folder, self.limits)
         except RegistryError as exc:
             await self._set_verdict(bot_id, version, "rejected", f"upload refused: {exc}", wanted, str(folder))
             shutil.rmtree(folder, ignore_errors=True)
@@ -461,7 +461,7 @@ class BotRegistry:
         try:
             fmt = get_format(format_name)
             wanted = fmt.check_games(check_games(games))
-            command, workdir = await asyncio.to_thread(prepare_local, format_name, file)
+            command, workdir = await asyncio.to_thread(prepare_local, format_name, file, self.limits)
         except FormatError as exc:
             raise RegistryError("bad_params", str(exc)) from None
         return await self._insert_bot(name, "subprocess", wanted, description, (command, Framing.JSON, workdir))
@@ -558,7 +558,7 @@ def _format_of(command: str) -> BotFormat | None:
     return parsed[0]
 
 
-def _check_format_file(command: str, folder: Path) -> None:
+def _check_format_file(command: str, folder: Path, limits: Limits) -> None:
     """Raise RegistryError unless the file a format command names is in ``folder`` and can start here."""
     parsed = parse_command(command)
     assert parsed is not None
@@ -570,7 +570,7 @@ def _check_format_file(command: str, folder: Path) -> None:
             "bad_upload", f"the upload has no file {file_name!r} for the {fmt.name} runner; it holds {inside}"
         )
     try:
-        check_file(fmt, path)
+        check_file(fmt, path, limits)
     except FormatError as exc:
         raise RegistryError("bad_upload", str(exc)) from None
 

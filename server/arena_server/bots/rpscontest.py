@@ -45,8 +45,12 @@ def convert_program(path: Path) -> str:
     return convert(read_source(path), path.name)
 
 
-def program_problems(path: Path) -> list[str]:
-    """What stops the RPSContest program at ``path`` from running here (one line each; empty when it can run)."""
+def program_problems(path: Path, python: str = "") -> list[str]:
+    """What stops the RPSContest program at ``path`` from running here (one line each; empty when it can run).
+
+    ``python`` (the interpreter that runs bots) is not needed: the conversion is the same for every
+    Python 3, and a module the program imports that the interpreter lacks is reported when it plays.
+    """
     try:
         convert_program(path)
     except OSError as exc:

@@ -27,6 +27,7 @@ import dataclasses
 import html
 import math
 import os
+import shlex
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from arena_bots import hosted_bots
 from arena_client import Bot, MatchInfo, SeatInfo, Termination, TimeControl, Turn
 from arena_games import Game, load_game
 from arena_server.bots.formats import FORMATS, FormatError, local_program
-from arena_server.bots.runners.kaggle_runner import MARGIN, Struct
+from arena_server.bots.runners.kaggle_runner import Struct, configuration, kaggle_sign
 from arena_server.referee.loop import play_match
 from arena_server.referee.records import MatchRecord
 from arena_server.referee.seat import Seat
@@ -72,16 +73,13 @@ class KaggleFunctionBot(Bot):
     def on_match_start(self, match: MatchInfo) -> None:
         if match.game != "rps":
             raise EvaluateError(f"{self.name} is a Kaggle-style function; it plays rps, not {match.game}")
-        per_move = match.time_control.per_move.total_seconds()
-        rounds = int(match.params.get("rounds", 1000))
         self.seat = match.seat
-        self.configuration = Struct(
-            episodeSteps=rounds,
-            actTimeout=max(0.0, per_move - min(MARGIN, per_move / 10)),
-            runTimeout=per_move * rounds + match.time_control.overage.total_seconds(),
-            signs=int(match.params.get("signs", 3)),
-            tieRewardThreshold=int(match.params.get("draw_band", 0)),
-            agentTimeout=60.0,
+        self.configuration = configuration(
+            int(match.params.get("signs", 3)),
+            int(match.params.get("rounds", 1000)),
+            int(match.params.get("draw_band", 0)),
+            match.time_control.per_move.total_seconds(),
+            match.time_control.overage.total_seconds(),
         )
 
     def act(self, turn: Turn) -> int:
@@ -92,9 +90,10 @@ class KaggleFunctionBot(Bot):
             reward=wins[self.seat] - wins[1 - self.seat],
             remainingOverageTime=turn.overage_left.total_seconds(),
         )
+        signs = int(obs.signs)
         if obs.round > 0 and len(obs.last_round) == 2:
-            observation.lastOpponentAction = int(obs.last_round[1 - self.seat])
-        return int(self.agent(observation, self.configuration))
+            observation.lastOpponentAction = kaggle_sign(int(obs.last_round[1 - self.seat]), signs)
+        return kaggle_sign(int(self.agent(observation, self.configuration)), signs)
 
 
 @dataclass
@@ -104,6 +103,8 @@ class _Entrant:
     name: str
     kind: str
     make: Callable[[int, str], Seat]
+    games: tuple[str, ...] | None = None
+    """The games it can play, when it says (None: it will tell, or fail, in the match)."""
 
 
 def _entrant(agent: AgentSpec, limits: Limits) -> _Entrant:
@@ -128,6 +129,7 @@ def _entrant(agent: AgentSpec, limits: Limits) -> _Entrant:
             name,
             "kaggle function",
             lambda i, seed: InProcessSeat(KaggleFunctionBot(function, name), SeatInfo(i, name, 1, "in_process")),
+            KaggleFunctionBot.games,
         )
     raise EvaluateError(
         f"cannot play {agent!r}: give a Bot, a hosted bot's name, a Kaggle-style function, "
@@ -143,6 +145,7 @@ def _named_entrant(text: str, limits: Limits) -> _Entrant:
             text,
             "hosted",
             lambda i, seed: InProcessSeat(entry.factory(bot_seed(seed, i)), SeatInfo(i, text, 1, "hosted")),
+            tuple(entry.games) or None,
         )
     prefix, sep, rest = text.partition(":")
     if sep and prefix in FORMATS and FORMATS[prefix].runner is not None:
@@ -151,10 +154,15 @@ def _named_entrant(text: str, limits: Limits) -> _Entrant:
         except FormatError as exc:
             raise EvaluateError(str(exc)) from None
         name = f"{prefix}:{Path(rest).name}"
-        return _Entrant(name, prefix, lambda i, seed: SubprocessSeat(program, SeatInfo(i, name, 1, "subprocess")))
+        return _Entrant(
+            name,
+            prefix,
+            lambda i, seed: SubprocessSeat(program, SeatInfo(i, name, 1, "subprocess")),
+            FORMATS[prefix].games,
+        )
     if " " in text or os.path.isfile(text.split()[0] if text.split() else text):
         program = BotProgram(text, Framing.JSON, workdir=os.getcwd(), limits=limits)
-        name = Path(text.split()[-1]).name
+        name = _command_name(text)
         return _Entrant(name, "command", lambda i, seed: SubprocessSeat(program, SeatInfo(i, name, 1, "subprocess")))
     close = [n for n in hosted if n.startswith(text[:3])][:5]
     hint = (
@@ -164,6 +172,16 @@ def _named_entrant(text: str, limits: Limits) -> _Entrant:
         f"{text!r} is not a hosted bot, a format file (kaggle:FILE) or a command line{hint}; "
         "give one of those, a Bot or a function"
     )
+
+
+def _command_name(command: str) -> str:
+    """A short name for a command line: its script's file name (``bot.py``), else its program's."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    scripts = [w for w in words[1:] if not w.startswith("-") and "." in Path(w).name]
+    return Path(scripts[0] if scripts else words[0]).name
 
 
 @dataclass
@@ -254,7 +272,9 @@ class Evaluation:
 
 
 _T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-          12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
+          11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+          20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
+          29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
 
 
 def t_quantile_975(df: int) -> float:
@@ -299,6 +319,9 @@ def evaluate(
             raise EvaluateError("give params with a game name, not with a loaded game")
         loaded = game
     entrants = [_entrant(agent, limits or Limits()) for agent in agents]
+    for entrant in entrants:
+        if entrant.games is not None and loaded.name not in entrant.games:
+            raise EvaluateError(f"{entrant.name} ({entrant.kind}) plays {', '.join(entrant.games)}, not {loaded.name}")
     names = _unique([e.name for e in entrants])
     base = seed or new_seed()
     result = Evaluation(loaded, names)

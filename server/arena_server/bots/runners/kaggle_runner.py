@@ -11,13 +11,15 @@ namespace, in definition order, that is callable. That may be an instance with
 Every Turn calls ``agent(observation, configuration)``. Both are dicts that also allow
 attribute access (``observation.step``, ``observation["step"]``):
 
-* observation: ``step`` (the round, from 0), ``lastOpponentAction`` (absent at step 0),
+* observation: ``step`` (the round, from 0), ``lastOpponentAction`` (absent at step 0;
+  with 5 signs in Kaggle's numbering, see :func:`kaggle_sign`),
   ``reward`` (own wins minus the opponent's so far), ``remainingOverageTime`` (seconds
   left in the overage bank).
-* configuration: ``signs``, ``episodeSteps`` (rounds), ``actTimeout`` (the per-move time
+* configuration: ``signs``, ``episodeSteps`` (rounds + 1: Kaggle plays ``episodeSteps - 1``
+  rounds), ``actTimeout`` (the per-move time
   minus a small margin for this runner, so an agent that uses all of it still answers in
   time), ``runTimeout`` (all rounds' time plus the overage), ``tieRewardThreshold``
-  (the game's draw band), ``agentTimeout`` (the start-up time).
+  (the game's draw band + 1: Kaggle calls a reward below it a tie), ``agentTimeout`` (60, as Kaggle).
 
 The module's globals persist across the match (one process per match). The agent's prints
 go to its log. A module the agent needs and this Python lacks is named in one line; an
@@ -99,6 +101,28 @@ def load_agent(protocol: Protocol, path: str) -> Any:
     return callables[-1]
 
 
+def kaggle_sign(action: int, signs: int) -> int:
+    """An Arena sign as Kaggle numbers it, and back (the same swap both ways).
+
+    With 5 signs Kaggle numbers Spock 3 and Lizard 4 (and its rule follows that order);
+    Arena's RPSLS numbers Lizard 3 and Spock 4. Every other sign, and every other count of
+    signs, is the same number on both.
+    """
+    return 7 - action if signs == 5 and action in (3, 4) else action
+
+
+def configuration(signs: int, rounds: int, draw_band: int, per_move: float, overage: float) -> Struct:
+    """Kaggle's ``configuration`` for an Arena rps match (shared with the in-process ``arena.evaluate``)."""
+    return Struct(
+        signs=signs,
+        episodeSteps=rounds + 1,  # Kaggle plays episodeSteps - 1 rounds
+        actTimeout=max(0.0, per_move - min(MARGIN, per_move / 10)),
+        runTimeout=per_move * rounds + overage,
+        tieRewardThreshold=draw_band + 1,  # Kaggle: |reward| below it is a tie
+        agentTimeout=60.0,
+    )
+
+
 class KagglePlayer:
     """One match: builds the observation and configuration, calls the agent, checks its answer."""
 
@@ -114,14 +138,7 @@ class KagglePlayer:
         overage = seconds(clock.get("overage"))
         self.signs = int(param(params, "signs", 3))
         rounds = int(param(params, "rounds", 1000))
-        self.configuration = Struct(
-            episodeSteps=rounds,
-            actTimeout=max(0.0, per_move - min(MARGIN, per_move / 10)),
-            runTimeout=per_move * rounds + overage,
-            signs=self.signs,
-            tieRewardThreshold=param(params, "draw_band", 0),
-            agentTimeout=60.0,
-        )
+        self.configuration = configuration(self.signs, rounds, int(param(params, "draw_band", 0)), per_move, overage)
 
     def act(self, turn: dict[str, Any]) -> int:
         rps = turn.get("observation", {}).get("rps", {})
@@ -134,10 +151,17 @@ class KagglePlayer:
         )
         last = rps.get("lastRound", [])
         if step > 0 and len(last) == 2:
-            observation.lastOpponentAction = int(last[1 - self.seat])
+            observation.lastOpponentAction = kaggle_sign(int(last[1 - self.seat]), self.signs)
         started = time.perf_counter()
         try:
             answer = self.agent(observation, self.configuration)
+        except ModuleNotFoundError as exc:
+            traceback.print_exc()
+            fail(
+                self.protocol,
+                f"{self.name}{agent_line(exc, self.path)} imports {exc.name!r} at step {step}, which is not installed "
+                f"for the Python that runs bots on this server ({sys.executable})",
+            )
         except BaseException as exc:
             traceback.print_exc()
             fail(self.protocol, f"the agent raised {exc!r} at step {step}{agent_line(exc, self.path)}")
@@ -149,7 +173,7 @@ class KagglePlayer:
             action = int(answer)
         except (TypeError, ValueError):
             fail(self.protocol, f"the agent returned {answer!r} at step {step}, not a sign 0..{self.signs - 1}")
-        return action
+        return kaggle_sign(action, self.signs)
 
 
 def main() -> int:
