@@ -15,7 +15,7 @@ import pytest
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_server.cli import main
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, in_thread
 
 PROGRAMS = Path(__file__).parent / "rpscontest_programs"
 
@@ -75,3 +75,14 @@ async def test_submitted_program_is_checked_and_plays(
     assert await asyncio.to_thread(main, [*args, "--server", live_server.address]) != 0
     captured = capsys.readouterr()
     assert "broken.py line 3: invalid syntax" in captured.out + captured.err
+
+
+def test_local_match_and_check_bot_take_the_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """``arena match rpscontest:FILE`` and ``arena check-bot --rpscontest FILE``, as a user types them."""
+    program = f"rpscontest:{PROGRAMS / 'beat_last.py2'}"
+    assert in_thread(main, ["match", program, "rock", "-p", "rounds=30"]) == 0
+    assert "29 : -29  (normal" in capsys.readouterr().out
+    assert in_thread(main, ["match", program, "rock", "-p", "rounds=30", "-p", "signs=5"]) == 0
+    assert "resigned: RPSContest programs play 3 signs only; this match has signs=5" in capsys.readouterr().out
+    assert in_thread(main, ["check-bot", "--rpscontest", str(PROGRAMS / "markov.py2")]) == 0
+    assert "PASSED" in capsys.readouterr().out
