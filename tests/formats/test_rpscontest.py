@@ -88,6 +88,11 @@ def test_division_floors_only_when_python_2_did() -> None:
     assert (ns["a"], ns["b"], ns["c"], ns["d"], ns["e"], ns["f"]) == (3, -4, 3.5, 3, 8, 1.5)
 
 
+def test_a_program_binding_a_python_2_builtin_name_keeps_it() -> None:
+    ns = run_py2("long = 5\nn = long + 1\ndef xrange(n):\n    return [n]\nr = xrange(3)\ns = str(7)\nu = unicode(8)\n")
+    assert (ns["n"], ns["r"], ns["s"], ns["u"]) == (6, [3], "7", "8")
+
+
 def test_python_2_builtins_return_lists() -> None:
     ns = run_py2("m = map(str, xrange(3))[1]\nz = zip('ab', 'cd')[0]\nr = reduce(lambda a, b: a + b, [1, 2, 3])\n")
     assert (ns["m"], ns["z"], ns["r"]) == ("1", ("a", "c"), 6)

@@ -15,7 +15,8 @@ tracebacks are those of the original file. The rules (docs/formats/rpscontest.md
   when both operands are integers and divides exactly otherwise (``/=`` likewise),
   unless the file imports ``division`` from ``__future__``.
 * ``xrange`` -> ``range``, ``unicode``/``basestring`` -> ``str``, ``long`` -> ``int``,
-  ``unichr`` -> ``chr``; ``d.has_key(k)`` -> ``d.__contains__(k)``;
+  ``unichr`` -> ``chr`` (unless the program binds that name itself: then it keeps its own);
+  ``d.has_key(k)`` -> ``d.__contains__(k)``;
   ``.iteritems()``/``.itervalues()``/``.iterkeys()`` -> ``.items()``/``.values()``/``.keys()``;
   ``d.keys()``/``.values()``/``.items()`` -> ``list(d.keys())`` (Python 2 returned lists);
   ``it.next()`` -> ``next(it)``.
@@ -246,6 +247,18 @@ class _Converter:
         imports = self._future_imports()
         self.print_function = "print_function" in imports
         self.true_division = "division" in imports
+        self.bound = self._bound_names()
+        """Python 2 builtin names the program binds itself (``long = 3``, ``def xrange``): kept as they are."""
+
+    def _bound_names(self) -> set[str]:
+        t, found = self.t, set()
+        for k, tok in enumerate(t):
+            if tok.kind != "NAME" or tok.text not in RENAMED or self._is(k - 1, "."):
+                continue
+            assigned = self._is(k + 1, "=") and not self._is(k - 1, "(", ",")
+            if assigned or self._is(k - 1, "def", "class", "as", "for", "global", "import"):
+                found.add(tok.text)
+        return found
 
     def _future_imports(self) -> set[str]:
         found: set[str] = set()
@@ -437,8 +450,12 @@ class _Converter:
                         if start is not None:
                             t[start].lead = "next(" + t[start].lead
                             t[k - 1].text = tok.text = t[k + 1].text = ""
-                elif tok.text in RENAMED and not (self._is(k + 1, "=") and self._is(k - 1, "(", ",")):
-                    tok.text = RENAMED[tok.text]  # but not a keyword argument named like a builtin
+                elif (
+                    tok.text in RENAMED
+                    and tok.text not in self.bound
+                    and not (self._is(k + 1, "=") and self._is(k - 1, "(", ","))  # not a keyword argument
+                ):
+                    tok.text = RENAMED[tok.text]
             elif tok.kind == "NUMBER":
                 text = tok.text
                 if text[-1] in "lL":

@@ -28,7 +28,7 @@ import sys
 import traceback
 from typing import Any
 
-from arena_server.bots.runners.py2to3 import DIVISION_HELPER, ConversionError, convert
+from arena_server.bots.runners.py2to3 import DIVISION_HELPER, RENAMED, ConversionError, convert
 from arena_server.bots.runners.stdio import PROTOCOL_VERSION, Protocol, param, private_workdir
 
 TAG = "[rpscontest]"
@@ -90,6 +90,7 @@ def namespace() -> dict[str, Any]:
         "__builtins__": builtins,
         DIVISION_HELPER: Py2Division(),
         "raw_input": _raw_input,
+        **{old: getattr(builtins, new) for old, new in RENAMED.items()},  # also reachable as names
         "reduce": functools.reduce,
         "cmp": _cmp,
         "map": lambda *a: list(builtins.map(*a)),
