@@ -122,3 +122,24 @@ async def test_mcts_plays_tic_tac_toe_over_grpc(live_server: LiveServer) -> None
     assert sorted(seats) == [0, 0, 1, 1]  # it played both X and O
     mine = [r.returns[s] for r, s in zip(results, seats, strict=True)]
     assert min(mine) >= 0, mine  # MCTS with 1000 simulations never loses to random play here
+
+
+async def test_cfr_policy_plays_liars_dice() -> None:
+    """A CFR average policy (OpenSpiel's C++ solver) as a pyspiel policy bot beats the hosted random bot."""
+    params = {"dice": 1, "faces": 4, "rounds": "single", "wild": "highest", "bidding": "standard"}
+    solver = pyspiel.CFRSolver(openspiel_game("liars_dice", params).game)
+    for _ in range(30):
+        solver.evaluate_and_update_policy()
+    policy = solver.average_policy()
+    total = 0.0
+    for match in range(40):
+        seat = match % 2
+        bot = OpenSpielBot(lambda game, player: pyspiel.make_policy_bot(game, player, 11, policy), seed=match)
+        seats: list[Any] = [None, None]
+        seats[seat] = InProcessSeat(bot, SeatInfo(seat, "openspiel-cfr"))
+        seats[1 - seat] = InProcessSeat(hosted_bots()["random"].factory(match), SeatInfo(1 - seat, "random"))
+        record = await play_match(load_game("liars_dice", **params), seats, CLOCK, seed=f"cfr-{match}")
+        assert record.termination == Termination.NORMAL, record.reason
+        total += record.returns[seat]
+    assert total >= 10, total  # it wins clearly more than it loses
+    print(f"CFR policy vs random, 40 single-round matches: {total:+g}")
