@@ -95,6 +95,16 @@ async def test_pyspiel_bot_plays_a_hosted_bot(game: str, params: dict[str, Any],
     assert record.termination == Termination.NORMAL, record.reason
 
 
+async def test_unmapped_match_is_resigned_with_the_reason() -> None:
+    seats = [
+        InProcessSeat(OpenSpielBot(random_bot), SeatInfo(0, "openspiel-random")),
+        InProcessSeat(hosted_bots()["random"].factory(3), SeatInfo(1, "random")),
+    ]
+    record = await play_match(load_game("rps", signs=5, rounds=5), seats, CLOCK, seed="os")
+    assert record.termination == Termination.RESIGN and record.offender == 0
+    assert "OpenSpiel's matrix_rps has 3 signs; this match has signs=5" in record.reason
+
+
 def test_unmapped_parameters_are_named() -> None:
     with pytest.raises(UnmappedGame, match="OpenSpiel's matrix_rps has 3 signs; this match has signs=5"):
         openspiel_game("rps", {"signs": 5})

@@ -133,8 +133,11 @@ class OpenSpielBot(Bot):
         self.seat = 0
         self.history: list[tuple[int, int]] = []
         """Public moves seen this match, in order: ``(seat, Arena action)``."""
+        self.unmapped = ""
+        """Why the current match has no OpenSpiel counterpart (the bot resigns with it), if it has none."""
 
     def on_match_start(self, match: MatchInfo) -> None:
+        self.unmapped = ""
         try:
             self.mapping = openspiel_game(match.game, dict(match.params))
         except UnmappedGame as exc:
@@ -180,7 +183,7 @@ class OpenSpielBot(Bot):
 
     def act(self, turn: Turn) -> int:
         if self.mapping is None:
-            raise Resign(getattr(self, "unmapped", "the match has not started"))
+            raise Resign(self.unmapped or "act was called before the match started")
         state = self.state(turn)
         legal = state.legal_actions(self.seat) if state.is_simultaneous_node() else state.legal_actions()
         mapped = sorted(self.mapping.to_arena(a) for a in legal)
