@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from arena_server.bots import rpscontest
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import DEFAULT_PATH, Limits
@@ -55,6 +56,8 @@ class BotFormat:
         check_file: ``check_file(path, python)`` finds problems that stop a file from running here
             with the interpreter ``python`` (missing modules, syntax the runner cannot convert);
             returns one line per problem.
+        modules: Further standard-library modules of :data:`RUNNERS_DIR` the runner imports (file
+            names), registered like the shared protocol module before the runner starts.
     """
 
     name: str
@@ -63,6 +66,7 @@ class BotFormat:
     games: tuple[str, ...] | None = None
     game_note: str = ""
     check_file: Callable[[Path, str], list[str]] | None = None
+    modules: tuple[str, ...] = ()
 
     def check_games(self, games: Sequence[str]) -> tuple[str, ...]:
         """The games to register (the format's own when none are given).
@@ -87,8 +91,9 @@ FORMATS: dict[str, BotFormat] = {}
 
 def register_format(fmt: BotFormat) -> BotFormat:
     """Add ``fmt`` to :data:`FORMATS` (a format module calls this when it is imported)."""
-    if fmt.runner is not None and not (RUNNERS_DIR / fmt.runner).is_file():
-        raise ValueError(f"format {fmt.name}: no runner {fmt.runner} in {RUNNERS_DIR}")
+    for needed in (*([fmt.runner] if fmt.runner is not None else []), *fmt.modules):
+        if not (RUNNERS_DIR / needed).is_file():
+            raise ValueError(f"format {fmt.name}: no {needed} in {RUNNERS_DIR}")
     FORMATS[fmt.name] = fmt
     return fmt
 
@@ -137,15 +142,18 @@ def parse_command(command: str) -> tuple[BotFormat, str] | None:
 def runner_source(fmt: BotFormat) -> str:
     """The program passed to ``python -c``: registers the shared protocol module, then runs the runner."""
     assert fmt.runner is not None
-    stdio = (RUNNERS_DIR / "stdio.py").read_text()
     runner = (RUNNERS_DIR / fmt.runner).read_text()
-    return (
-        "import sys, types\n"
-        f"_m = types.ModuleType({STDIO_MODULE!r})\n"
-        f"sys.modules[{STDIO_MODULE!r}] = _m\n"
-        f"exec(compile({stdio!r}, {STDIO_MODULE!r}, 'exec'), _m.__dict__)\n"
-        f"exec(compile({runner!r}, {fmt.runner!r}, 'exec'), {{'__name__': '__main__'}})\n"
-    )
+    lines = ["import sys, types"]
+    for file_name in ("stdio.py", *fmt.modules):
+        module = f"{STDIO_MODULE.rpartition('.')[0]}.{Path(file_name).stem}"
+        source = (RUNNERS_DIR / file_name).read_text()
+        lines += [
+            f"_m = types.ModuleType({module!r})",
+            f"sys.modules[{module!r}] = _m",
+            f"exec(compile({source!r}, {module!r}, 'exec'), _m.__dict__)",
+        ]
+    lines.append(f"exec(compile({runner!r}, {fmt.runner!r}, 'exec'), {{'__name__': '__main__'}})")
+    return "\n".join(lines) + "\n"
 
 
 def runner_python(limits: Limits) -> str:
@@ -307,5 +315,16 @@ KAGGLE = register_format(
         games=("rps",),
         game_note="Kaggle agents play rock-paper-scissors, with 3 signs or more (configuration.signs)",
         check_file=python_file_problems,
+    )
+)
+RPSCONTEST = register_format(
+    BotFormat(
+        "rpscontest",
+        rpscontest.SUMMARY,
+        runner="rpscontest_runner.py",
+        games=("rps",),
+        game_note=rpscontest.THREE_SIGNS_ONLY,
+        check_file=rpscontest.program_problems,
+        modules=("py2to3.py",),
     )
 )
