@@ -10,6 +10,10 @@ import os
 
 # Rating fits are small; multi-threaded BLAS only fights the server for 2 cores (set before numpy loads).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# gRPC's C core logs its own multi-line errors (a port already in use, a refused connection) before the
+# CLI can say the same in one line; quiet unless the user asks (GRPC_VERBOSITY=error or debug). Read
+# once, when grpc is first imported, so it is set before any command module loads.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 import argparse
 import importlib

@@ -40,7 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "bot that connects to it",
     )
     p.add_argument("--framing", choices=[f.value for f in Framing], default="json", help="stdio framing (default json)")
-    p.add_argument("--dir", type=Path, default=None, help="working directory of the bot (default: a fresh empty one)")
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="with --cmd: the bot's working directory, where its files are (default: the current directory; "
+        "the bot sees it read-only)",
+    )
     p.add_argument(
         "--game",
         "-g",
@@ -91,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     program = BotProgram(
         args.cmd,
         Framing(args.framing),
-        workdir=args.dir.resolve() if args.dir is not None else None,
+        workdir=(args.dir or Path.cwd()).resolve(),
         limits=Limits(network=args.allow_network),
         startup_timeout=args.startup_timeout,
     )

@@ -20,7 +20,13 @@ from arena.v1 import ladder_pb2_grpc as lp_grpc
 from arena_client.convert import params_to_proto
 from arena_games import GameError, load_game
 from arena_server.cli import CliError
-from arena_server.cli.common import DEFAULT_ADDRESS, open_database, parse_params
+from arena_server.cli.common import (
+    add_connect_timeout_argument,
+    add_server_argument,
+    connect,
+    open_database,
+    parse_params,
+)
 from arena_server.ladder.scheduler import Ladder, LadderConfig, parse_game_spec
 from arena_server.matches.hub import Hub
 
@@ -116,7 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lsub = p.add_subparsers(dest="ladder_command", metavar="WHAT", required=True)
 
     def common(q: argparse.ArgumentParser, pool: bool = True) -> None:
-        q.add_argument("--server", default=DEFAULT_ADDRESS, metavar="HOST:PORT", help="the server")
+        add_server_argument(q)
+        add_connect_timeout_argument(q)
         if pool:
             q.add_argument("--game", "-g", default="rps", help="game (default rps)")
             q.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE", help="game parameter")
@@ -186,6 +193,7 @@ def _selector(args: argparse.Namespace) -> lp.PoolSelector:
 def _call(args: argparse.Namespace, method: str, request: object) -> object:
     async def go() -> object:
         async with grpc.aio.insecure_channel(args.server) as channel:
+            await connect(channel, args.server, args.connect_timeout)
             stub = lp_grpc.LadderServiceStub(channel)
             return await getattr(stub, method)(request, timeout=30)
 
@@ -193,7 +201,7 @@ def _call(args: argparse.Namespace, method: str, request: object) -> object:
         return asyncio.run(go())
     except grpc.aio.AioRpcError as exc:
         if exc.code() == grpc.StatusCode.UNAVAILABLE:
-            raise CliError(f"cannot reach a server at {args.server}; start one with `arena serve`") from None
+            raise CliError(f"lost the connection to {args.server} ({exc.details()})") from None
         raise CliError(exc.details() or str(exc.code())) from None
 
 

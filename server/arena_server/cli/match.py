@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 
 import grpc
 
@@ -14,6 +15,7 @@ from arena_client.convert import params_to_proto, time_control_to_proto
 from arena_client.remote import ServerUnreachable, wait_until_reachable_blocking
 from arena_server.cli import CliError
 from arena_server.cli.common import (
+    SERVER_ENV,
     add_connect_timeout_argument,
     add_game_arguments,
     add_time_control_arguments,
@@ -35,7 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_game_arguments(p)
     add_time_control_arguments(p)
     p.add_argument("--seed", default=None, help="match seed (default: random)")
-    p.add_argument("--server", default=None, metavar="HOST:PORT", help="ask this server to run the match")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--server",
+        default=os.environ.get(SERVER_ENV, "").strip() or None,
+        metavar="HOST:PORT",
+        help=f"ask this server to run the match (default: ${SERVER_ENV} if set, else play here)",
+    )
+    where.add_argument("--local", action="store_true", help=f"play here even when ${SERVER_ENV} is set")
     p.add_argument("--db", default=None, help="(local matches) also store the match in this SQLite file")
     add_connect_timeout_argument(p)
     p.set_defaults(func=run)
@@ -44,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     game = game_from_args(args)
     tc = time_control_from_args(args)
-    if args.server:
+    if args.server and not args.local:
         return _remote(args, game, tc)
     return asyncio.run(_local(args, game, tc))
 

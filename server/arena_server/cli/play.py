@@ -19,7 +19,7 @@ from arena_client import Bot, MatchInfo, MatchResult, Resign, TimeControl, Turn,
 from arena_client.remote import ArenaError, Client
 from arena_games import Game, IllegalActionError, load_game
 from arena_server.cli import CliError
-from arena_server.cli.common import DEFAULT_ADDRESS, add_connect_timeout_argument, parse_params
+from arena_server.cli.common import add_connect_timeout_argument, add_server_argument, parse_params
 from arena_server.matches.terminal import render
 
 PROMPT = "your move> "
@@ -144,7 +144,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("game", help="game name (see `arena games`)")
     p.add_argument("--vs", required=True, metavar="BOT", help="the bot to play, e.g. random")
-    p.add_argument("--server", default=DEFAULT_ADDRESS, metavar="HOST:PORT", help=f"default {DEFAULT_ADDRESS}")
+    add_server_argument(p)
     p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE", help="game parameter")
     p.add_argument("--seat", type=int, default=None, help="seat to take (default 0: you move first)")
     p.add_argument("--name", default="", help="name to play under (default: a guest name)")

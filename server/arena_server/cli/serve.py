@@ -22,7 +22,12 @@ from arena_bots import hosted_bots
 from arena_server.api.server import build_server
 from arena_server.bots.registry import check_sandbox, prepare_registry
 from arena_server.cli import CliError
-from arena_server.cli.common import add_time_control_arguments, open_database, time_control_from_args
+from arena_server.cli.common import (
+    add_time_control_arguments,
+    check_can_listen,
+    open_database,
+    time_control_from_args,
+)
 from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
 from arena_server.cli.ladder import ladder_config, start_ladder
 from arena_server.ladder.scheduler import LadderConfig, RatingRefitter
@@ -65,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.shutdown_grace <= 600:
         raise CliError(f"--shutdown-grace {args.shutdown_grace:g} is out of range; use 1..600 seconds")
     tc = time_control_from_args(args)
+    check_can_listen(args.host, args.port, "--port")
     return asyncio.run(
         _serve(
             args.host,
@@ -100,7 +106,10 @@ async def _serve(
         server, bound = await build_server(hub, host, port)
     except OSError as exc:
         await store.close()
-        raise CliError(f"{exc}; is another server running? pick another --port") from None
+        raise CliError(
+            f"cannot listen on {host}:{port}: the port is taken or the address is not this machine's; "
+            "stop the other server or pick another --port (0 picks a free one)"
+        ) from None
     await server.start()
     if store.recovered_aborted:
         print(

@@ -21,7 +21,7 @@ from arena_client.convert import observation_from_proto, params_from_proto
 from arena_client.remote import ServerUnreachable, wait_until_reachable
 from arena_games import CHANCE, Game, load_game
 from arena_server.cli import CliError
-from arena_server.cli.common import DEFAULT_ADDRESS, add_connect_timeout_argument
+from arena_server.cli.common import add_connect_timeout_argument, add_server_argument
 from arena_server.matches.terminal import render
 
 
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("match_id", nargs="?", default="", help="the match to follow")
     p.add_argument("--game", default="", help="instead of a match id: follow the next match of this game")
-    p.add_argument("--server", default=DEFAULT_ADDRESS, metavar="HOST:PORT", help=f"default {DEFAULT_ADDRESS}")
+    add_server_argument(p)
     add_connect_timeout_argument(p)
     p.set_defaults(func=run)
 
