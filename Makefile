@@ -12,9 +12,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## run: set up and start the server with its defaults (port 50051, arena.db, hosted bots)
+PORT ?= 50051
+DB ?= arena.db
+
+## run: set up and start the server (hosted bots); pick the port and database with `make run PORT=50052 DB=my.db`
 run: $(STAMP)
-	$(BIN)/arena serve
+	$(BIN)/arena serve --port $(PORT) --db $(DB)
 
 JS_DEPS := clients/javascript/node_modules/.installed
 

@@ -9,7 +9,6 @@ time: the command then shares it without running migrations or start-up recovery
 from __future__ import annotations
 
 import argparse
-import asyncio
 import io
 import sqlite3
 import sys
@@ -27,7 +26,7 @@ from arena_client import Termination
 from arena_server.bots.failures import FailureRow, format_failure, list_failures
 from arena_server.bots.registry import BotRegistry, RegistryError, default_data_dir, reserved_names, unreadable_for
 from arena_server.bots.uploads import MAX_UPLOAD_BYTES
-from arena_server.cli import CliError
+from arena_server.cli import CliError, run_async
 from arena_server.cli.common import (
     add_connect_timeout_argument,
     add_server_argument,
@@ -168,7 +167,7 @@ def _with_registry(db: str, action: Callable[[BotRegistry], Awaitable[T]]) -> T:
         finally:
             await store.close()
 
-    return asyncio.run(go())
+    return run_async(go())
 
 
 def _stub(address: str, connect_timeout: float) -> tuple[grpc.Channel, bp_grpc.BotServiceStub]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import socket
 from collections.abc import Callable
 from datetime import timedelta
@@ -13,7 +12,7 @@ from arena_client import TimeControl
 from arena_games import registered_games
 from arena_server.api.remote_check import check_remote_bot
 from arena_server.bots.conformance import Finding, check_bot, format_finding, format_report, format_summary
-from arena_server.cli import CliError
+from arena_server.cli import CliError, run_async
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
@@ -103,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if not args.quiet:
         print(f"checking {program.describe()}", flush=True)
-    report = asyncio.run(check_bot(program, args.game, clock, progress=progress))
+    report = run_async(check_bot(program, args.game, clock, progress=progress))
     print(format_report(report) if args.quiet else "\n".join(format_summary(report)))
     return 0 if report.passed else 1
 
@@ -134,7 +133,7 @@ def _run_listen(args: argparse.Namespace, clock: TimeControl, progress: Callable
         )
 
     try:
-        report = asyncio.run(
+        report = run_async(
             check_remote_bot(
                 host,
                 port,

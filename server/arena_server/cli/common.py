@@ -6,7 +6,9 @@ import argparse
 import errno
 import os
 import socket
+import tempfile
 from datetime import timedelta
+from pathlib import Path
 
 import grpc
 
@@ -57,7 +59,33 @@ def check_can_listen(host: str, port: int, option: str) -> None:
                 f"port {port} is already in use on {host} (another `arena serve`?); stop that program or pick "
                 f"another {option} (0 picks a free one)"
             ) from None
-        raise CliError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); check the address in {option}") from None
+        raise CliError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); check the address in {option}"
+        ) from None
+
+
+def check_writable(path: str | Path, option: str) -> None:
+    """Fail before any work starts when ``path`` could not be written later (missing folder, no permission).
+
+    Raises:
+        CliError: the folder does not exist, or a test file cannot be created in it, or ``path`` is read-only.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise CliError(f"{option} {path}: the folder {folder} does not exist; create it or pick another path")
+    if target.is_dir():
+        raise CliError(f"{option} {path} is a folder; give a file path")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".arena-write-test-"):
+            pass
+        if target.exists():
+            with target.open("a"):
+                pass
+    except OSError as exc:
+        raise CliError(
+            f"{option} {path} cannot be written ({exc.strerror or exc}); pick a path you can write to"
+        ) from None
 
 
 def connect_blocking(channel: grpc.Channel, address: str, timeout: float) -> None:

@@ -13,7 +13,7 @@ from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_bots import hosted_bots
 from arena_client.convert import params_to_proto, time_control_to_proto
 from arena_client.remote import ServerUnreachable, wait_until_reachable_blocking
-from arena_server.cli import CliError
+from arena_server.cli import CliError, run_async
 from arena_server.cli.common import (
     SERVER_ENV,
     add_connect_timeout_argument,
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     tc = time_control_from_args(args)
     if args.server and not args.local:
         return _remote(args, game, tc)
-    return asyncio.run(_local(args, game, tc))
+    return run_async(_local(args, game, tc))
 
 
 async def _local(args: argparse.Namespace, game: object, tc: object) -> int:
@@ -69,7 +69,13 @@ async def _local(args: argparse.Namespace, game: object, tc: object) -> int:
         except HubError as exc:
             raise CliError(str(exc)) from None
         assert running.task is not None
-        record = await running.task
+        try:
+            # Shielded: Ctrl-C aborts the match through the hub (recorded as aborted, seats told) instead of
+            # cancelling the referee in the middle of a move.
+            record = await asyncio.shield(running.task)
+        except asyncio.CancelledError:
+            await hub.shutdown("interrupted (Ctrl-C)", grace=3.0)
+            raise
     finally:
         if store is not None:
             await store.close()
@@ -100,7 +106,8 @@ def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
             raise CliError(exc.details()) from None  # type: ignore[attr-defined]
     r = response.record
     names = " vs ".join(s.bot_name for s in r.seats)
-    scores = " : ".join(f"{x:g}" for x in r.returns)
-    print(f"match {r.match_id} {r.game}: {names}  {scores}  ({mp.MatchStatus.Name(r.status)}: {r.reason})")
+    scores = " : ".join(f"{x + 0.0:g}" for x in r.returns)  # + 0.0 turns -0.0 into 0
+    status = mp.MatchStatus.Name(r.status).removeprefix("MATCH_STATUS_").lower()
+    print(f"match {r.match_id} {r.game}: {names}  {scores}  ({status}: {r.reason})")
     print(f"seed {r.seed} (sha256 {r.seed_sha256})")
     return 0

@@ -125,7 +125,7 @@ class HumanBot(Bot):
         mine = result.returns[self.seat]
         best = max(result.returns)
         verdict = "draw" if all(r == best for r in result.returns) else ("you won" if mine == best else "you lost")
-        scores = ", ".join(f"{n} {r:g}" for n, r in zip(self.names, result.returns, strict=True))
+        scores = ", ".join(f"{n} {r + 0.0:g}" for n, r in zip(self.names, result.returns, strict=True))
         self.say(f"game over: {verdict} ({scores}); {result.reason}")
         self.say(f"seed revealed: {result.seed}")
 

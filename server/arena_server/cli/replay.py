@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +16,7 @@ from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import SeatInfo, Termination
 from arena_client.convert import params_from_proto, seat_from_proto, time_control_from_proto
 from arena_games import GameError, load_game
-from arena_server.cli import CliError
+from arena_server.cli import CliError, run_async
 from arena_server.cli.common import add_connect_timeout_argument, add_server_argument, connect
 from arena_server.matches.replay import describe_step, feed, read_messages, replay_steps, write_messages
 from arena_server.referee.records import MatchRecord, MoveLog
@@ -69,7 +68,7 @@ async def _rpc(args: argparse.Namespace, make: object) -> object:
 
 def _call(args: argparse.Namespace, make: object) -> object:
     try:
-        return asyncio.run(_rpc(args, make))
+        return run_async(_rpc(args, make))
     except grpc.aio.AioRpcError as exc:
         if exc.code() == grpc.StatusCode.UNAVAILABLE:
             raise CliError(f"lost the connection to {args.server} ({exc.details()})") from None
@@ -164,7 +163,7 @@ def _feed(args: argparse.Namespace) -> int:
     except FrameError as exc:
         raise CliError(f"{path} is not an exported message file: {exc.message}") from None
     try:
-        report = asyncio.run(feed(messages, args.cmd, Framing(args.framing), args.timeout))
+        report = run_async(feed(messages, args.cmd, Framing(args.framing), args.timeout))
     except FrameError as exc:
         raise CliError(f"the bot's output could not be read: {exc.message}") from None
     except TimeoutError:

@@ -104,7 +104,7 @@ async def _serve(
         os.environ.setdefault("ARENA_BOT_STATE_DIR", str(hub.registry.data_dir / "bot-state"))
     try:
         server, bound = await build_server(hub, host, port)
-    except OSError as exc:
+    except OSError:
         await store.close()
         raise CliError(
             f"cannot listen on {host}:{port}: the port is taken or the address is not this machine's; "

@@ -7,7 +7,6 @@ the full record arrives, hidden information included.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable
 from typing import TextIO
@@ -20,7 +19,7 @@ from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import observation_from_proto, params_from_proto
 from arena_client.remote import ServerUnreachable, wait_until_reachable
 from arena_games import CHANCE, Game, load_game
-from arena_server.cli import CliError
+from arena_server.cli import CliError, run_async
 from arena_server.cli.common import add_connect_timeout_argument, add_server_argument
 from arena_server.matches.terminal import render
 
@@ -41,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     if not args.match_id and not args.game:
         raise CliError("give a MATCH_ID, or --game GAME to follow the next match of that game")
-    return asyncio.run(watch(args.server, args.match_id, args.game, sys.stdout, args.connect_timeout))
+    return run_async(watch(args.server, args.match_id, args.game, sys.stdout, args.connect_timeout))
 
 
 async def watch(server: str, match_id: str, game_name: str, out: TextIO, connect_timeout: float = 10.0) -> int:
@@ -94,7 +93,7 @@ def _ended(record: mp.MatchRecord, game: Game, names: tuple[str, ...], say: Call
     dealt = [m for m in record.moves if m.seat == CHANCE]
     if dealt:
         say(f"chance outcomes, now revealed: {' '.join(m.label for m in dealt)}")
-    scores = ", ".join(f"{n} {r:g}" for n, r in zip(names, record.returns, strict=True))
-    term = common.Termination.Name(record.termination).removeprefix("TERMINATION_").lower()
+    scores = ", ".join(f"{n} {r + 0.0:g}" for n, r in zip(names, record.returns, strict=True))
+    term = common.Termination.Name(record.termination).removeprefix("TERMINATION_").lower().replace("_", " ")
     say(f"result: {scores} ({term}: {record.reason})")
     say(f"seed revealed: {record.seed}")
