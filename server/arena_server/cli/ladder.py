@@ -231,7 +231,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
     for e in board.entries:
         wdl = f"{e.wins}-{e.draws}-{e.losses}"
         print(
-            f"{e.rank:>3}  {e.bot_name:<24} {round(e.rating):>7d} {round(e.ci95):>6d} {e.component:>3} {e.games:>6}  {wdl:<16} "
+            f"{e.rank:>3}  {e.bot_name:<24} {round(e.rating):>7d} {round(e.ci95):>6d} {e.component:>3} "
+            f"{e.games:>6}  {wdl:<16} "
             f"{_ago(e.last_active):<11} {e.paused_reason}"
         )
     return 0
