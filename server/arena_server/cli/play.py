@@ -20,7 +20,7 @@ from arena_client.remote import ArenaError, Client
 from arena_games import Game, IllegalActionError, load_game
 from arena_server.cli import CliError
 from arena_server.cli.common import add_connect_timeout_argument, add_server_argument, parse_params
-from arena_server.matches.terminal import render
+from arena_server.matches.terminal import move_label, render
 
 PROMPT = "your move> "
 RETRY_PROMPT = "try again> "
@@ -71,7 +71,7 @@ class HumanBot(Bot):
         assert self.game is not None
         for move in update.moves:
             if move.seat != self.seat:
-                self.say(f"{self.names[move.seat]} played {move.label}")
+                self.say(f"{self.names[move.seat]} played {move_label(self.game.name, move.action, move.label)}")
 
     def act(self, turn: Turn) -> int:
         game = self.game
@@ -93,7 +93,9 @@ class HumanBot(Bot):
                 prompt = RETRY_PROMPT
                 continue
             if text.lower() in ("help", "?"):
-                labels = ", ".join(game.action_to_string(self.seat, a) for a in turn.legal_actions)
+                labels = ", ".join(
+                    move_label(game.name, a, game.action_to_string(self.seat, a)) for a in turn.legal_actions
+                )
                 self.say(f"legal moves: {labels}")
                 continue
             if text.lower() in ("resign", "quit", "exit"):

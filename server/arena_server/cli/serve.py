@@ -31,7 +31,7 @@ from arena_server.cli.common import (
 from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
 from arena_server.cli.ladder import ladder_config, start_ladder
 from arena_server.ladder.scheduler import LadderConfig, RatingRefitter
-from arena_server.matches.hub import Hub
+from arena_server.matches.hub import Hub, flush_log
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -150,5 +150,6 @@ async def _serve(
         await refitter.stop()  # the stored ratings are current when the server stops
     await server.stop(grace=min(1.0, max(deadline - time.monotonic() - 0.5, 0.0)))
     await store.close()
+    flush_log()
     print("arena: stopped", file=sys.stderr, flush=True)
     return 0
