@@ -41,6 +41,9 @@ class _TurnView:
         return action in self.legal
 
     def illegal_reason(self, player: int, action: int) -> str:
+        rule = self.game.explain_illegal(self.turn.observation, player, action)
+        if rule:
+            return f"{rule}; type help to list the legal moves"
         return f"{self.game.action_to_string(player, action)} is not a legal move now; type help to list them"
 
 
