@@ -123,7 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, where a reader that went away is handled, not at the interpreter's exit
+        return code
     except CliError as exc:
         print(f"arena: {exc}", file=sys.stderr)
         return 2
