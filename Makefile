@@ -14,10 +14,11 @@ $(STAMP): pyproject.toml
 
 PORT ?= 50051
 DB ?= arena.db
+ARGS ?=
 
-## run: set up and start the server (hosted bots); pick the port and database with `make run PORT=50052 DB=my.db`
+## run: set up and start the server (hosted bots); `make run PORT=50052 DB=my.db ARGS=--no-ladder` to choose
 run: $(STAMP)
-	$(BIN)/arena serve --port $(PORT) --db $(DB)
+	$(BIN)/arena serve --port $(PORT) --db $(DB) $(ARGS)
 
 JS_DEPS := clients/javascript/node_modules/.installed
 

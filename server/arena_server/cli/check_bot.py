@@ -12,6 +12,7 @@ from arena_client import TimeControl
 from arena_games import registered_games
 from arena_server.api.remote_check import check_remote_bot
 from arena_server.bots.conformance import Finding, check_bot, format_finding, format_report, format_summary
+from arena_server.bots.registry import unreadable_for
 from arena_server.cli import CliError, run_async
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
@@ -93,11 +94,19 @@ def run(args: argparse.Namespace) -> int:
 
     if args.listen is not None:
         return _run_listen(args, clock, progress)
+    workdir = (args.dir or Path.cwd()).resolve()
+    limits = Limits(network=args.allow_network)
+    problem = unreadable_for(workdir, limits)
+    if problem:  # the sandbox could not even mount the folder: say so instead of "exited with status 126"
+        raise CliError(
+            f"{problem}; let others search it (chmod o+x on each folder) or copy the bot to a folder they can "
+            "reach and pass --dir"
+        )
     program = BotProgram(
         args.cmd,
         Framing(args.framing),
-        workdir=(args.dir or Path.cwd()).resolve(),
-        limits=Limits(network=args.allow_network),
+        workdir=workdir,
+        limits=limits,
         startup_timeout=args.startup_timeout,
     )
     if not args.quiet:

@@ -45,6 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help=f"ask this server to run the match (default: ${SERVER_ENV} if set, else play here)",
     )
     where.add_argument("--local", action="store_true", help=f"play here even when ${SERVER_ENV} is set")
+    p.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        metavar="NAME=TOKEN",
+        help="with --server: seat a connected remote bot of yours (its token from `arena bot register`); repeatable",
+    )
     p.add_argument("--db", default=None, help="(local matches) also store the match in this SQLite file")
     add_connect_timeout_argument(p)
     p.set_defaults(func=run)
@@ -53,6 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     game = game_from_args(args)
     tc = time_control_from_args(args)
+    if args.token and (args.local or not args.server):
+        raise CliError("--token seats remote bots on a server; give --server HOST:PORT (or set $ARENA_SERVER)")
     if args.server and not args.local:
         return _remote(args, game, tc)
     return run_async(_local(args, game, tc))
@@ -84,6 +93,16 @@ async def _local(args: argparse.Namespace, game: object, tc: object) -> int:
     return 0
 
 
+def _tokens(items: list[str]) -> dict[str, str]:
+    tokens: dict[str, str] = {}
+    for item in items:
+        name, sep, token = item.partition("=")
+        if not sep or not name.strip() or not token.strip():
+            raise CliError(f"--token {item!r} must look like NAME=TOKEN (the token `arena bot register NAME` printed)")
+        tokens[name.strip()] = token.strip()
+    return tokens
+
+
 def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
     request = mp.CreateMatchRequest(
         game=args.game,
@@ -91,6 +110,7 @@ def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
         seed=args.seed or "",
         wait=True,
         time_control=time_control_to_proto(tc),  # type: ignore[arg-type]
+        bot_tokens=_tokens(args.token),
     )
     params_to_proto(game.params, request.params)  # type: ignore[attr-defined]
     with grpc.insecure_channel(args.server) as channel:

@@ -97,6 +97,23 @@ async def _serve(
 ) -> int:
     store = await open_database(db)
     hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
+    # The signal handlers come first: a Ctrl-C at any moment after "serving on" is a clean shutdown.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signame: str) -> None:
+        if stop.is_set():  # a second signal: leave now; the next start marks unfinished matches aborted
+            print(f"arena: {signame} again; exiting at once", file=sys.stderr, flush=True)
+            os._exit(130)
+        print(
+            f"arena: {signame}: shutting down within {grace:g}s; aborting {len(hub.running)} running match(es)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig.name)
     if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
         await prepare_registry(hub.registry, data_dir)
         await check_sandbox(hub.registry, allow_unsandboxed)  # issue 12
@@ -121,22 +138,6 @@ async def _serve(
     print("arena: press Ctrl-C to stop", flush=True)
     ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
     refitter = RatingRefitter(store).start() if ladder is None else None  # --no-ladder still refits
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def on_signal(signame: str) -> None:
-        if stop.is_set():  # a second signal: leave now; the next start marks unfinished matches aborted
-            print(f"arena: {signame} again; exiting at once", file=sys.stderr, flush=True)
-            os._exit(130)
-        print(
-            f"arena: {signame}: shutting down within {grace:g}s; aborting {len(hub.running)} running match(es)",
-            file=sys.stderr,
-            flush=True,
-        )
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal, sig.name)
     await stop.wait()
     deadline = time.monotonic() + grace
     if ladder is not None:
