@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import getpass
 import socket
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -97,10 +100,15 @@ def run(args: argparse.Namespace) -> int:
     workdir = (args.dir or Path.cwd()).resolve()
     limits = Limits(network=args.allow_network)
     problem = unreadable_for(workdir, limits)
-    if problem:  # the sandbox could not even mount the folder: say so instead of "exited with status 126"
-        raise CliError(
-            f"{problem}; let others search it (chmod o+x on each folder) or copy the bot to a folder they can "
-            "reach and pass --dir"
+    if problem:
+        # Run as root the sandbox drops bots to nobody, who could not even enter a private folder (the bot would
+        # die with status 126). Checking your own bot, it runs as you instead; a server would still use nobody.
+        limits = dataclasses.replace(limits, run_as=None)
+        print(
+            f"arena: note: {problem}; check-bot runs it as {getpass.getuser()} instead (a server runs bots as "
+            "nobody: keep a bot you `arena bot add` in a folder others can read)",
+            file=sys.stderr,
+            flush=True,
         )
     program = BotProgram(
         args.cmd,

@@ -145,7 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "play",
         help="play a hosted bot yourself, in the terminal",
         description="Play any game against a bot hosted by an Arena server. Moves: r/rock (RPS), b2 "
-        "(tic-tac-toe), an edge number (dots and boxes), 3x5 or liar (Liar's Dice); help lists them.",
+        "(tic-tac-toe), an edge number as printed on the board (dots and boxes; h1,2 / v0,3 are accepted too, "
+        "moves are shown as numbers), 3x5 or liar (Liar's Dice); help lists them.",
     )
     p.add_argument("game", help="game name (see `arena games`)")
     p.add_argument("--vs", required=True, metavar="BOT", help="the bot to play, e.g. random")

@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "watch",
         help="follow a live match as a spectator",
-        description="Follow a match move by move: public information while it runs, everything at the end.",
+        description="Follow a match move by move: public information while it runs, everything at the end. "
+        "Dots and boxes moves are shown as the edge numbers printed on the board (what `arena play` takes); "
+        "a run of identical RPS rounds is shown once with its count (… ×12).",
     )
     p.add_argument("match_id", nargs="?", default="", help="the match to follow")
     p.add_argument("--game", default="", help="instead of a match id: follow the next match of this game")
