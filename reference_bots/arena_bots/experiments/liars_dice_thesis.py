@@ -355,10 +355,12 @@ def run(quick: bool, seed: int, out: Path, log: Callable[[str], None]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=None, help=f"default {DOCUMENT}; with --quick a temporary file")
+    parser.add_argument(
+        "--output", "--out", dest="out", default=None, help=f"default {DOCUMENT}; with --quick a temporary file"
+    )
     parser.add_argument("--seed", type=int, default=2024)
     args = parser.parse_args(argv)
-    out = output_path(args.out, DOCUMENT, args.quick, "--out")
+    out = output_path(args.out, DOCUMENT, args.quick)
 
     def log(msg: str) -> None:
         print(msg, flush=True)

@@ -552,14 +552,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arena experiment rpsls-thesis", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short matches and few strings (CI smoke run)")
     parser.add_argument(
-        "--out", default=None, help=f"markdown output path (default {DOCUMENT}; with --quick a temporary file)"
+        "--output",
+        "--out",
+        dest="out",
+        default=None,
+        help=f"markdown output path (default {DOCUMENT}; with --quick a temporary file)",
     )
     parser.add_argument("--seed", type=int, default=2020, help="master seed (strings and every agent)")
     parser.add_argument(
         "--only", choices=("thesis", "round-robin"), default=None, help="run only one part (default: both)"
     )
     args = parser.parse_args(argv)
-    out = output_path(args.out, DOCUMENT, args.quick, "--out")
+    out = output_path(args.out, DOCUMENT, args.quick)
     plan = QUICK if args.quick else FULL
     start = time.perf_counter()
 
