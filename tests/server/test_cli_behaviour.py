@@ -482,24 +482,16 @@ def test_arena_play_explains_a_refused_bid_from_the_observation() -> None:
 # -- progress bars: on a terminal, not in a pipe ---------------------------------------------------------
 
 
-def test_tournament_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "arena_server.cli", "tournament", "--game", "rps", "-p", "rounds=200"]
-    argv += ["--bots", "random", "rock", "--games-per-pair", "4"]
-    piped = subprocess.run(
-        [*argv, "--db", str(tmp_path / "a.db"), "--output", str(tmp_path / "a")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert piped.returncode == 0, piped.stderr
-    assert "ETA" not in piped.stderr and "\r" not in piped.stderr
+def on_a_terminal(argv: list[str], cwd: Path) -> str:
+    """Run ``arena ARGV`` with stderr on a real pseudo-terminal; return what it drew there."""
     primary, replica = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [*argv, "--db", str(tmp_path / "b.db"), "--output", str(tmp_path / "b")],
+            [sys.executable, "-m", "arena_server.cli", *argv],
             stdout=subprocess.DEVNULL,
             stderr=replica,
             stdin=subprocess.DEVNULL,
+            cwd=cwd,
         )
         os.close(replica)
         seen = b""
@@ -511,8 +503,35 @@ def test_tournament_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
             if not chunk:
                 break
             seen += chunk
-        assert proc.wait(60) == 0
+        assert proc.wait(120) == 0, seen
     finally:
         os.close(primary)
-    text = seen.decode(errors="replace")
-    assert "ETA" in text and "4/4" in text, text
+    return seen.decode(errors="replace")
+
+
+PROGRESS = {
+    "tournament": (
+        ["tournament", "--game", "rps", "-p", "rounds=200", "--bots", "random", "rock", "--games-per-pair", "4"],
+        "4/4",
+    ),
+    "train dots-and-boxes": (
+        ["train", "dots-and-boxes", "--evaluations", "50", "--repetitions", "2", "--out", "dab", "--no-plots"],
+        "10/10",
+    ),
+    "train liars-dice-cfr": (
+        ["train", "liars-dice-cfr", "--bidding", "standard", "--wild", "none", "--target", "0.01", "--out", "cfr"],
+        "exploitability",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRESS))
+def test_progress_bars_only_on_a_terminal(name: str, tmp_path: Path) -> None:
+    argv, done = PROGRESS[name]
+    (tmp_path / "pipe").mkdir()
+    (tmp_path / "tty").mkdir()
+    piped, _ = arena(*argv, cwd=tmp_path / "pipe", timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert "ETA" not in piped.stderr and "\r" not in piped.stderr + piped.stdout, piped.stderr
+    drawn = on_a_terminal(argv, tmp_path / "tty")
+    assert "ETA" in drawn and done in drawn, drawn
