@@ -4,12 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow soak check lint typecheck imports proto proto-check bench clean
+
+.PHONY: run test test-slow test-browser soak check lint typecheck imports proto proto-check bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
 PORT ?= 50051
@@ -33,6 +34,13 @@ test: $(STAMP) $(JS_DEPS)
 ## test-slow: the heavy experiments and exhaustive solvers only
 test-slow: $(STAMP) $(JS_DEPS)
 	$(BIN)/python -m pytest -m slow
+
+## test-browser: the web interface in a real browser (installs Debian's chromium and the playwright package
+## when missing; never downloads Playwright's own browsers)
+test-browser: $(STAMP)
+	test -x /usr/bin/chromium || apt-get install -y chromium
+	$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[dev,browser]'
+	$(BIN)/python -m pytest -m slow -p no:randomly tests/web/test_browser.py
 
 ## soak: the restart soaks only (ladder + remote SDK bots, 20 server kills/restarts), figures printed
 soak: $(STAMP)

@@ -125,6 +125,7 @@ def main() -> None:
                 "-m",
                 "arena_server.cli",
                 "serve",
+                "--no-http",
                 "--port",
                 str(port),
                 "--host",

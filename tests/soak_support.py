@@ -111,7 +111,7 @@ class ServerProcess:
         """Start the server and wait until it serves; return how long that took, in seconds."""
         assert not self.running, "the server is already running"
         began = time.monotonic()
-        argv = ["serve", "--host", self.host, "--port", str(self.port), "--db", str(self.db), *self.args]
+        argv = ["serve", "--no-http", "--host", self.host, "--port", str(self.port), "--db", str(self.db), *self.args]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "arena_server.cli", *argv],
             stdin=subprocess.DEVNULL,

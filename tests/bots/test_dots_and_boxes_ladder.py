@@ -24,7 +24,7 @@ def test_arena_serve_ladder_rates_every_dots_and_boxes_bot(tmp_path: Path) -> No
     env = dict(os.environ, ARENA_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "arena_server.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+            sys.executable, "-m", "arena_server.cli", "serve", "--no-http", "--host", "127.0.0.1", "--port", "0",
             "--db", str(db), "--ladder-game", "dots_and_boxes", "--ladder-bots", ",".join(DAB_BOTS),
             "--ladder-interval", "0", "--concurrency", "2", "--ladder-seed", "1",
         ],

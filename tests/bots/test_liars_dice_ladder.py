@@ -25,6 +25,7 @@ def test_serve_rates_the_liars_dice_bots(tmp_path: Path) -> None:
         "-m",
         "arena_server.cli",
         "serve",
+        "--no-http",
         "--host",
         "127.0.0.1",
         "--port",

@@ -21,7 +21,17 @@ ALL_BOTS = (
 
 
 def serve(db: Path, bots: tuple[str, ...], game: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "arena_server.cli", "serve", "--host", "127.0.0.1", "--port", str(free_port())]
+    argv = [
+        sys.executable,
+        "-m",
+        "arena_server.cli",
+        "serve",
+        "--no-http",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+    ]
     argv += ["--db", str(db), "--ladder-game", game, "--ladder-bots", ",".join(bots), "--ladder-interval", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None

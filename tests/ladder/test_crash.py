@@ -45,6 +45,7 @@ def serve(db: Path, *extra: str) -> subprocess.Popen[str]:
             "-m",
             "arena_server.cli",
             "serve",
+            "--no-http",
             "--host",
             "127.0.0.1",
             "--port",

@@ -62,7 +62,7 @@ async def test_corrupt_file_is_refused_and_left_alone(tmp_path: Path) -> None:
         await Store.open(db)
     code, err = await cli("ratings", "recompute", "--db", str(db))
     assert_one_line(code, err, "is not a usable Arena database", "--db")
-    code, err = await cli("serve", "--port", "0", "--db", str(db))
+    code, err = await cli("serve", "--no-http", "--port", "0", "--db", str(db))
     assert_one_line(code, err, "is not a usable Arena database")
     assert digest(db) == before
 
@@ -107,7 +107,7 @@ async def test_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
     before = digest(db)
     with pytest.raises(StoreError, match="newer than this Arena understands"):
         await Store.open(db)
-    code, err = await cli("serve", "--port", "0", "--db", str(db))
+    code, err = await cli("serve", "--no-http", "--port", "0", "--db", str(db))
     assert_one_line(code, err, f"schema version {SCHEMA_VERSION + 5}", "upgrade Arena")
     assert digest(db) == before
 
@@ -118,7 +118,7 @@ async def test_two_servers_on_one_file(tmp_path: Path) -> None:
     try:
         with pytest.raises(StoreError, match="another Arena server"):
             await Store.open(db)
-        code, err = await cli("serve", "--port", "0", "--db", str(db))
+        code, err = await cli("serve", "--no-http", "--port", "0", "--db", str(db))
         assert_one_line(code, err, "another Arena server", "--db")
         code, err = await cli("ratings", "recompute", "--db", str(db))
         assert_one_line(code, err, "another Arena server")

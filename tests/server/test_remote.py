@@ -73,7 +73,7 @@ def free_port() -> int:
 
 def start_server_process(port: int, db: Path) -> subprocess.Popen[str]:
     """``arena serve`` as a real process on 127.0.0.1:``port`` (its first stdout line says "serving on")."""
-    argv = ["serve", "--port", str(port), "--db", str(db), "--host", "127.0.0.1"]
+    argv = ["serve", "--no-http", "--port", str(port), "--db", str(db), "--host", "127.0.0.1"]
     return subprocess.Popen(
         [sys.executable, "-m", "arena_server.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

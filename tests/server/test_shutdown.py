@@ -76,7 +76,18 @@ async def one_bot(address: str, index: int, playing: asyncio.Event, counter: lis
 async def test_every_remote_bot_hears_the_shutdown_and_every_match_is_aborted(tmp_path: Path, sig: int) -> None:
     db = tmp_path / "arena.db"
     port = free_port()
-    argv = ["serve", "--host", "127.0.0.1", "--port", str(port), "--db", str(db), "--shutdown-grace", str(GRACE)]
+    argv = [
+        "serve",
+        "--no-http",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--db",
+        str(db),
+        "--shutdown-grace",
+        str(GRACE),
+    ]
     server = subprocess.Popen(
         [sys.executable, "-m", "arena_server.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -38,8 +38,13 @@ SERVICE_NAMES = (
 )
 
 
-async def build_server(hub: Hub, host: str = "127.0.0.1", port: int = 50051) -> tuple[grpc.aio.Server, int]:
+async def build_server(
+    hub: Hub, host: str = "127.0.0.1", port: int = 50051, reuse_port: bool = False
+) -> tuple[grpc.aio.Server, int]:
     """Create (not start) the gRPC server; returns it and the bound port.
+
+    ``reuse_port`` lets several worker processes listen on the same port (``arena serve --workers``):
+    the kernel spreads the connections over them.
 
     Raises:
         OSError: the port cannot be bound.
@@ -47,7 +52,7 @@ async def build_server(hub: Hub, host: str = "127.0.0.1", port: int = 50051) -> 
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", 4 * 1024 * 1024),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", int(reuse_port)),
         ]
     )
     bs_grpc.add_BotSessionServiceServicer_to_server(BotSessionServicer(hub), server)

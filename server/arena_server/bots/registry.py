@@ -32,6 +32,15 @@ from pathlib import Path
 from arena_client import SeatInfo, TimeControl
 from arena_games import registered_games
 from arena_server.bots.conformance import check_bot, format_report
+from arena_server.bots.formats import (
+    BotFormat,
+    FormatError,
+    bot_program,
+    check_file,
+    get_format,
+    parse_command,
+    prepare_local,
+)
 from arena_server.bots.uploads import UploadError, unpack_upload
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
@@ -94,6 +103,50 @@ class SubmissionResult:
     first_error: str = ""
     report: str = ""
     files: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class VersionListing:
+    """One version of a registered bot and the verdict of its self-check."""
+
+    version: int
+    status: str
+    """``accepted``, ``rejected`` or ``checking``."""
+    command: str
+    games: tuple[str, ...]
+    check_report: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class BotDetails:
+    """A registered bot's public facts (never its token) and its versions, newest first."""
+
+    name: str
+    kind: str
+    description: str
+    created_at: datetime
+    versions: tuple[VersionListing, ...]
+
+
+async def bot_details(store: Store, name: str, limit: int = MAX_VERSIONS_PER_BOT) -> BotDetails | None:
+    """The registered bot ``name`` with its newest ``limit`` versions, or None if no such name is registered."""
+    async with store.conn.execute(
+        "SELECT id, name, kind, description, created_at FROM bots WHERE name = ?", (name,)
+    ) as cur:
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    async with store.conn.execute(
+        "SELECT version, status, COALESCE(command, ''), games, check_report, created_at FROM bot_versions "
+        "WHERE bot_id = ? ORDER BY version DESC LIMIT ?",
+        (row[0], limit),
+    ) as cur:
+        versions = tuple(
+            VersionListing(int(v), st, cmd, tuple(json.loads(g or "[]")), rep, datetime.fromisoformat(at))
+            for v, st, cmd, g, rep, at in await cur.fetchall()
+        )
+    return BotDetails(row[1], row[2], row[3], datetime.fromisoformat(row[4]), versions)
 
 
 def default_data_dir(db_path: str) -> Path:
@@ -391,6 +444,13 @@ class BotRegistry:
         if not command.strip():
             raise RegistryError("bad_params", 'the command is empty; give the command that runs the bot, e.g. "./bot"')
         wanted = check_games(games)
+        fmt = _format_of(command)
+        if fmt is not None:
+            framing = Framing.JSON  # the runner speaks JSON lines
+            try:
+                wanted = fmt.check_games(wanted)
+            except FormatError as exc:
+                raise RegistryError("bad_params", str(exc)) from None
         conn = self.store.conn
         async with conn.execute("SELECT id, games FROM bots WHERE name = ?", (name,)) as cur:
             row = await cur.fetchone()
@@ -408,6 +468,8 @@ class BotRegistry:
                 parent.chmod(0o755)
             files = await asyncio.to_thread(unpack_upload, filename, content, folder)
             await asyncio.to_thread(self._check_bytes_quota, name)
+            if fmt is not None:
+                await asyncio.to_thread(_check_format_file, command, folder, self.limits)
         except RegistryError as exc:
             await self._set_verdict(bot_id, version, "rejected", f"upload refused: {exc}", wanted, str(folder))
             shutil.rmtree(folder, ignore_errors=True)
@@ -435,6 +497,18 @@ class BotRegistry:
             if row is not None:
                 await self._set_kind(bot_id, "subprocess")
         return SubmissionResult(name, version, accepted, first_error, text, files)
+
+    async def add_format_file(
+        self, name: str, format_name: str, file: Path, games: Sequence[str] = (), description: str = ""
+    ) -> str:
+        """Register ``file``, a bot in a foreign format (``kaggle``, ...), as a subprocess bot run where it lies."""
+        try:
+            fmt = get_format(format_name)
+            wanted = fmt.check_games(check_games(games))
+            command, workdir = await asyncio.to_thread(prepare_local, format_name, file, self.limits)
+        except FormatError as exc:
+            raise RegistryError("bad_params", str(exc)) from None
+        return await self._insert_bot(name, "subprocess", wanted, description, (command, Framing.JSON, workdir))
 
     async def _check_version_quota(self, bot_id: int, name: str) -> None:
         async with self.store.conn.execute("SELECT COUNT(*) FROM bot_versions WHERE bot_id = ?", (bot_id,)) as cur:
@@ -503,18 +577,46 @@ class BotRegistry:
     # -- seats --------------------------------------------------------------------------------------
 
     def program_for(self, registered: RegisteredProgram) -> BotProgram:
-        return BotProgram(
-            registered.command,
-            registered.framing,
-            workdir=registered.workdir,
-            limits=self.limits,
-            startup_timeout=self.startup_timeout,
+        """How to run ``registered``: its command line, or its file through its format's runner."""
+        return bot_program(
+            registered.command, registered.framing, registered.workdir, self.limits, self.startup_timeout
         )
 
     def seat(self, name: str, index: int) -> SubprocessSeat:
         """A fresh seat running the newest accepted version of ``name`` (close it after the match)."""
         registered = self.programs[name]
         return SubprocessSeat(self.program_for(registered), SeatInfo(index, name, registered.version, "subprocess"))
+
+
+def _format_of(command: str) -> BotFormat | None:
+    """The format a submitted command names (None for a command line); RegistryError for a bad one."""
+    try:
+        parsed = parse_command(command)
+    except FormatError as exc:
+        raise RegistryError("bad_params", str(exc)) from None
+    if parsed is None:
+        return None
+    file_name = parsed[1]
+    if file_name.startswith("/") or ".." in Path(file_name).parts:
+        raise RegistryError("bad_params", f"{file_name!r}: name the bot's file by its path inside the upload")
+    return parsed[0]
+
+
+def _check_format_file(command: str, folder: Path, limits: Limits) -> None:
+    """Raise RegistryError unless the file a format command names is in ``folder`` and can start here."""
+    parsed = parse_command(command)
+    assert parsed is not None
+    fmt, file_name = parsed
+    path = folder / file_name
+    if not path.is_file():
+        inside = ", ".join(sorted(p.name for p in folder.iterdir())[:10]) or "nothing"
+        raise RegistryError(
+            "bad_upload", f"the upload has no file {file_name!r} for the {fmt.name} runner; it holds {inside}"
+        )
+    try:
+        check_file(fmt, path, limits)
+    except FormatError as exc:
+        raise RegistryError("bad_upload", str(exc)) from None
 
 
 def _disk_usage(folder: Path) -> int:

@@ -98,6 +98,7 @@ COMMAND_MODULES: list[str] = [
     "arena_server.cli.tournament",
     "arena_server.cli.ladder",
     "arena_server.cli.replay",
+    "arena_server.cli.export",
 ]
 
 

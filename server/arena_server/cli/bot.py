@@ -24,6 +24,7 @@ from arena.v1 import bots_pb2 as bp
 from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena_client import Termination
 from arena_server.bots.failures import FailureRow, format_failure, list_failures
+from arena_server.bots.formats import foreign_formats, get_format, stored_command
 from arena_server.bots.registry import BotRegistry, RegistryError, default_data_dir, reserved_names, unreadable_for
 from arena_server.bots.uploads import MAX_UPLOAD_BYTES
 from arena_server.cli import CliError, run_async
@@ -56,8 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "lets you connect remotely under the name or submit new versions. Works while the server runs.",
     )
     add.add_argument("name")
-    add.add_argument("--cmd", required=True, help='the command line, e.g. "python3 bot.py" (run with /bin/sh -c)')
-    add.add_argument("--games", required=True, help="comma-separated games, e.g. rps,tic_tac_toe")
+    program = add.add_mutually_exclusive_group(required=True)
+    program.add_argument("--cmd", help='the command line, e.g. "python3 bot.py" (run with /bin/sh -c)')
+    add_format_options(program, "the file")
+    add.add_argument("--games", default="", help="comma-separated games, e.g. rps,tic_tac_toe (a format: its own)")
     add.add_argument("--framing", choices=[f.value for f in Framing], default="json", help="stdio framing")
     add.add_argument("--dir", type=Path, default=None, help="working directory (default: the current directory)")
     add.add_argument("--description", default="", help="one line for listings")
@@ -84,8 +87,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "version is never scheduled. Exit code 1 when rejected.",
     )
     submit.add_argument("name")
-    submit.add_argument("path", type=Path, metavar="FILE_OR_ARCHIVE")
-    submit.add_argument("--cmd", required=True, help='run command inside the unpacked folder, e.g. "python3 bot.py"')
+    submit.add_argument("path", type=Path, metavar="FILE_OR_ARCHIVE", nargs="?", default=None)
+    run_with = submit.add_mutually_exclusive_group(required=True)
+    run_with.add_argument("--cmd", help='run command inside the unpacked folder, e.g. "python3 bot.py"')
+    add_format_options(run_with, "the file (alone, or its path inside FILE_OR_ARCHIVE)")
     submit.add_argument("--token", required=True, help="the token printed when the name was registered")
     submit.add_argument("--framing", choices=[f.value for f in Framing], default="json", help="stdio framing")
     submit.add_argument("--games", default="", help="comma-separated games (default: as registered)")
@@ -115,6 +120,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         return 2
 
     p.set_defaults(func=no_action)
+
+
+def add_format_options(group: argparse._MutuallyExclusiveGroup, what: str) -> None:
+    """``--kaggle FILE`` and the like: one option per foreign bot format (:mod:`arena_server.bots.formats`)."""
+    for fmt in foreign_formats():
+        group.add_argument(f"--{fmt.name}", type=Path, default=None, metavar="FILE", help=f"{what} is {fmt.summary}")
+
+
+def chosen_format(args: argparse.Namespace) -> tuple[str, Path] | None:
+    """``(format, file)`` when a ``--FORMAT FILE`` option was given."""
+    for fmt in foreign_formats():
+        file = getattr(args, fmt.name, None)
+        if file is not None:
+            return fmt.name, file
+    return None
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -197,6 +217,9 @@ def _print_token(name: str, token: str) -> None:
 
 
 def run_add(args: argparse.Namespace) -> int:
+    chosen = chosen_format(args)
+    if chosen is not None:
+        return _add_format(args, *chosen)
     folder = (args.dir or Path.cwd()).resolve()
     if not folder.is_dir():
         raise CliError(f"--dir {folder} is not a directory")
@@ -212,6 +235,21 @@ def run_add(args: argparse.Namespace) -> int:
     token = _with_registry(args.db, add)
     _print_token(args.name, token)
     problem = unreadable_for(folder, Limits())
+    if problem:
+        print(f"arena: warning: {problem}", file=sys.stderr)
+    return 0
+
+
+def _add_format(args: argparse.Namespace, format_name: str, file: Path) -> int:
+    if args.dir is not None or args.framing != "json":
+        raise CliError(f"--{format_name} runs the file where it lies, with JSON lines; leave out --dir and --framing")
+
+    async def add(registry: BotRegistry) -> str:
+        return await registry.add_format_file(args.name, format_name, file, _games(args.games), args.description)
+
+    token = _with_registry(args.db, add)
+    _print_token(args.name, token)
+    problem = unreadable_for(file.resolve().parent, Limits())
     if problem:
         print(f"arena: warning: {problem}", file=sys.stderr)
     return 0
@@ -263,13 +301,22 @@ def read_upload(path: Path) -> tuple[str, bytes]:
 
 
 def run_submit(args: argparse.Namespace) -> int:
+    chosen = chosen_format(args)
+    command = args.cmd
+    if chosen is not None:
+        format_name, file = chosen
+        if args.path is None:  # the file alone
+            args.path, file = file, Path(file.name)
+        command = stored_command(get_format(format_name), file.as_posix())
+    elif args.path is None:
+        raise CliError("give the FILE_OR_ARCHIVE to upload with --cmd")
     filename, content = read_upload(args.path)
     request = bp.SubmitBotRequest(
         name=args.name,
         token=args.token,
         filename=filename,
         content=content,
-        command=args.cmd,
+        command=command,
         framing=bp.BOT_FRAMING_PROTO if args.framing == "proto" else bp.BOT_FRAMING_JSON,
         games=_games(args.games),
     )

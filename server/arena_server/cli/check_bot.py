@@ -15,8 +15,10 @@ from arena_client import TimeControl
 from arena_games import registered_games
 from arena_server.api.remote_check import check_remote_bot
 from arena_server.bots.conformance import Finding, check_bot, format_finding, format_report, format_summary
+from arena_server.bots.formats import FormatError, local_program
 from arena_server.bots.registry import unreadable_for
 from arena_server.cli import CliError, run_async
+from arena_server.cli.bot import add_format_options, chosen_format
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
@@ -42,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="serve a temporary Arena gRPC server on HOST:PORT (default host 127.0.0.1) and check the remote "
         "bot that connects to it",
     )
+    add_format_options(target, "check")
     p.add_argument("--framing", choices=[f.value for f in Framing], default="json", help="stdio framing (default json)")
     p.add_argument(
         "--dir",
@@ -97,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.listen is not None:
         return _run_listen(args, clock, progress)
+    chosen = chosen_format(args)
+    if chosen is not None:
+        try:
+            program = local_program(chosen[0], chosen[1], Limits(network=args.allow_network), args.startup_timeout)
+        except FormatError as exc:
+            raise CliError(str(exc)) from None
+        return _check(args, program, clock, progress)
     workdir = (args.dir or Path.cwd()).resolve()
     limits = Limits(network=args.allow_network)
     problem = unreadable_for(workdir, limits)
@@ -117,6 +127,12 @@ def run(args: argparse.Namespace) -> int:
         limits=limits,
         startup_timeout=args.startup_timeout,
     )
+    return _check(args, program, clock, progress)
+
+
+def _check(
+    args: argparse.Namespace, program: BotProgram, clock: TimeControl, progress: Callable[[Finding], None]
+) -> int:
     if not args.quiet:
         print(f"checking {program.describe()}", flush=True)
     report = run_async(check_bot(program, args.game, clock, progress=progress))

@@ -11,8 +11,11 @@ import grpc
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_bots import hosted_bots
+from arena_client import TimeControl
 from arena_client.convert import params_to_proto, time_control_to_proto
 from arena_client.remote import ServerUnreachable, wait_until_reachable_blocking
+from arena_games import Game
+from arena_server.bots.formats import foreign_formats
 from arena_server.cli import CliError, run_async
 from arena_server.cli.common import (
     SERVER_ENV,
@@ -23,6 +26,7 @@ from arena_server.cli.common import (
     open_database,
     time_control_from_args,
 )
+from arena_server.matches.evaluate import EvaluateError, evaluate
 from arena_server.matches.hub import Hub, HubError
 
 
@@ -33,7 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Play one match. Without --server the hosted bots play here, in this process; "
         "with --server the server runs it (so connected remote bots can play) and stores it.",
     )
-    p.add_argument("bots", nargs="+", metavar="BOT", help="bot names by seat, e.g. random rock")
+    p.add_argument(
+        "bots",
+        nargs="+",
+        metavar="BOT",
+        help="bot names by seat, e.g. random rock; a file in a bot format plays as FORMAT:FILE, e.g. kaggle:agent.py",
+    )
     add_game_arguments(p)
     add_time_control_arguments(p)
     p.add_argument("--seed", default=None, help="match seed (default: random)")
@@ -62,9 +71,34 @@ def run(args: argparse.Namespace) -> int:
     tc = time_control_from_args(args)
     if args.token and (args.local or not args.server):
         raise CliError("--token seats remote bots on a server; give --server HOST:PORT (or set $ARENA_SERVER)")
+    files = [b for b in args.bots if _format_spec(b)]
+    if files:
+        return _with_files(args, game, tc, files)
     if args.server and not args.local:
         return _remote(args, game, tc)
     return run_async(_local(args, game, tc))
+
+
+def _format_spec(bot: str) -> bool:
+    prefix, sep, _ = bot.partition(":")
+    return bool(sep) and prefix in {f.name for f in foreign_formats()}
+
+
+def _with_files(args: argparse.Namespace, game: Game, tc: TimeControl, files: list[str]) -> int:
+    """A local match with bots given as FORMAT:FILE, run through :func:`~arena_server.matches.evaluate.evaluate`."""
+    if (args.server and not args.local) or args.db:
+        raise CliError(
+            f"{files[0]} is a file on this machine: it plays local matches only (--local, without --db); "
+            "to play it on a server, register it with `arena bot add NAME --FORMAT FILE` or `arena bot submit`"
+        )
+    try:
+        result = evaluate(game, args.bots, episodes=1, time_control=tc, seed=args.seed)
+    except EvaluateError as exc:
+        raise CliError(str(exc)) from None
+    record = result.records[0]
+    print(record.summary())
+    print(f"seed {record.seed} (sha256 {record.seed_sha256})")
+    return 0
 
 
 async def _local(args: argparse.Namespace, game: object, tc: object) -> int:

@@ -30,8 +30,10 @@ from arena_server.cli.common import (
 )
 from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
 from arena_server.cli.ladder import ladder_config, start_ladder
+from arena_server.cli.workers import resolve_workers, serve_workers
 from arena_server.ladder.scheduler import LadderConfig, RatingRefitter
 from arena_server.matches.hub import Hub, flush_log
+from arena_server.web.server import WebServer
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,6 +61,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=10.0,
         help="seconds a shutdown (SIGTERM, Ctrl-C) may take to tell every bot and record every match (default 10)",
     )
+    web = p.add_argument_group("web interface (issue 19; see docs/web.md)")
+    web.add_argument(
+        "--http-port",
+        type=int,
+        default=8080,
+        help="port of the read-only web interface: leaderboards, bots, replays, live matches "
+        "(default 8080; 0 picks a free one)",
+    )
+    web.add_argument("--no-http", action="store_true", help="do not serve the web interface")
+    p.add_argument(
+        "--workers",
+        default="1",
+        metavar="N",
+        help="worker processes running matches (default 1; auto: one per CPU); the main process "
+        "stays the only database writer (docs/cluster.md)",
+    )
     add_time_control_arguments(p)
     add_ladder_arguments(p)  # issue 5
     p.set_defaults(func=run)
@@ -67,10 +85,38 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is out of range; use 0..65535")
+    if not 0 <= args.http_port <= 65535:
+        raise CliError(f"--http-port {args.http_port} is out of range; use 0..65535 (or --no-http)")
     if not 1 <= args.shutdown_grace <= 600:
         raise CliError(f"--shutdown-grace {args.shutdown_grace:g} is out of range; use 1..600 seconds")
     tc = time_control_from_args(args)
-    check_can_listen(args.host, args.port, "--port")
+    check_can_listen(args.host, args.port, "--port")  # one line now, not gRPC's log after the database opened
+    if not args.no_http:
+        check_can_listen(args.host, args.http_port, "--http-port (or --no-http)")
+    workers = resolve_workers(str(args.workers))
+    if workers > 1:
+        if not args.no_ladder:
+            raise CliError(
+                f"--workers {workers}: the rated ladder runs in one process only; add --no-ladder, "
+                "or use --workers 1 (docs/cluster.md)"
+            )
+        if not args.no_http:
+            print(
+                f"arena: --workers {workers}: the web interface is served with --workers 1 only; not serving it",
+                file=sys.stderr,
+            )
+        return asyncio.run(
+            serve_workers(
+                args.host,
+                args.port,
+                args.db,
+                tc,
+                workers,
+                args.data_dir,
+                args.allow_unsandboxed_uploads,
+                args.shutdown_grace,
+            )
+        )
     return asyncio.run(
         _serve(
             args.host,
@@ -81,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             allow_unsandboxed=args.allow_unsandboxed_uploads,
             grace=args.shutdown_grace,
+            http_port=None if args.no_http else args.http_port,
         )
     )
 
@@ -94,6 +141,7 @@ async def _serve(
     data_dir: str | None = None,
     allow_unsandboxed: bool = False,
     grace: float = 10.0,
+    http_port: int | None = 8080,
 ) -> int:
     store = await open_database(db)
     hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
@@ -127,6 +175,15 @@ async def _serve(
             f"cannot listen on {host}:{port}: the port is taken or the address is not this machine's; "
             "stop the other server or pick another --port (0 picks a free one)"
         ) from None
+    web = None
+    if http_port is not None:  # issue 19: the web interface, same process, same store and hub
+        web = WebServer(hub, host, http_port)
+        try:
+            await web.start()
+        except OSError as exc:
+            await server.stop(grace=None)
+            await store.close()
+            raise CliError(f"{exc}; pick another --http-port, or --no-http") from None
     await server.start()
     if store.recovered_aborted:
         print(
@@ -135,6 +192,9 @@ async def _serve(
         )
     bots = ", ".join(sorted(hub.hosted))
     print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
+    if web is not None:
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        print(f"arena: web interface on http://{shown}:{web.port}/", flush=True)
     print("arena: press Ctrl-C to stop", flush=True)
     ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
     refitter = RatingRefitter(store).start() if ladder is None else None  # --no-ladder still refits
@@ -149,6 +209,8 @@ async def _serve(
             await asyncio.wait_for(ladder.stop(), max(deadline - time.monotonic() - 1.0, 0.1))
     if refitter is not None:
         await refitter.stop()  # the stored ratings are current when the server stops
+    if web is not None:
+        await web.stop()
     await server.stop(grace=min(1.0, max(deadline - time.monotonic() - 0.5, 0.0)))
     await store.close()
     flush_log()

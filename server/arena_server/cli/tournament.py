@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
 from arena_bots import hosted_bots
 from arena_bots.progress import ProgressBar
-from arena_games import Game
+from arena_games import Game, load_game
 from arena_server.cli import CliError, Interrupted, run_async
 from arena_server.cli.common import (
     add_game_arguments,
@@ -47,6 +48,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="write PREFIX.json, PREFIX-standings.csv, PREFIX-crosstable.csv (default tournament-<id>)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="play the matches on a Ray cluster (a local one without ADDRESS); needs pip install 'arena[ray]'; "
+        "this process stays the only database writer (docs/cluster.md)",
+    )
     add_time_control_arguments(p)
     p.set_defaults(func=run)
 
@@ -124,15 +134,31 @@ async def _run(args: argparse.Namespace, game: Game, tc: object, state: _State) 
                 f"earlier run; playing the other {total - done}",
                 file=sys.stderr,
             )
+        remote = None
+        concurrency = args.concurrency
+        if args.ray is not None:
+            from arena_server.ladder.on_ray import RayMatches, RayUnavailable
+
+            try:
+                remote = RayMatches(args.ray or None)  # in the main thread: Ray installs its signal handlers
+            except RayUnavailable as exc:
+                await hub.shutdown()
+                raise CliError(str(exc)) from None
+            short = load_game(game.name, **{**game.params, "rounds": 3}) if "rounds" in game.params else game
+            await asyncio.to_thread(remote.warm_up, short, tuple(tournament.bots))
+            concurrency = max(concurrency, 2 * remote.slots_at_once)  # the round trip to the driver overlaps play
+            print(f"arena: on Ray ({remote.slots_at_once} CPUs), {concurrency} matches at once", file=sys.stderr)
         bar = None if args.quiet else ProgressBar(total, "matches")
         try:
-            result = await tournament.run(args.concurrency, _Progress(state, bar))
+            result = await tournament.run(concurrency, _Progress(state, bar), remote)
         except TournamentError as exc:
             raise CliError(str(exc)) from None
         finally:
             if bar is not None:
                 bar.close()
             await hub.shutdown()
+            if remote is not None:
+                remote.close()
         print(standings_table(result))
         print()
         print(crosstable_text(result.bots, result.crosstable))

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import arena_server.ratings.fit as rt
 import arena_server.store.ratings as ls
@@ -40,6 +40,9 @@ from arena_server.ladder.scheduler import DICE_GAMES, duplicate_seed
 from arena_server.matches.hub import Hub
 from arena_server.referee.records import MatchRecord
 from arena_server.store.database import Store, _tc_json
+
+if TYPE_CHECKING:
+    from arena_server.ladder.on_ray import RayMatches
 
 
 class TournamentError(Exception):
@@ -175,9 +178,16 @@ class Tournament:
             )
 
     async def run(
-        self, concurrency: int = 1, progress: Callable[[int, int, int, float], None] | None = None
+        self,
+        concurrency: int = 1,
+        progress: Callable[[int, int, int, float], None] | None = None,
+        remote: RayMatches | None = None,
     ) -> TournamentResult:
-        """Play every slot not yet finished; ``progress(done, total, resumed, elapsed_s)`` after each."""
+        """Play every slot not yet finished; ``progress(done, total, resumed, elapsed_s)`` after each.
+
+        With ``remote`` (``--ray``) the matches are played on the Ray cluster and this process stores
+        each result as it comes back; otherwise they run in this process's hub.
+        """
         if concurrency < 1:
             raise TournamentError(f"--concurrency {concurrency} must be at least 1")
         await self._register()
@@ -197,6 +207,19 @@ class Tournament:
             nonlocal count
             while not queue.empty():
                 slot = queue.get_nowait()
+                if remote is not None:
+                    played = await remote.play(
+                        self.game, slot.seating, self.time_control, slot.seed, self.game.name in DICE_GAMES
+                    )
+                    if played.termination is not None and played.termination.name != "ABORTED":
+                        await self.store.start_match(played)  # the one writer: this process
+                        await self.store.finish_match(played)
+                        await self._link(slot.index, played.match_id)
+                        count += 1
+                        done[slot.index] = played.match_id
+                    if progress is not None:
+                        progress(count, len(slots), resumed, time.perf_counter() - started)
+                    continue
                 running = await self.hub.start_match(
                     self.game, list(slot.seating), self.time_control, slot.seed, rated=False
                 )

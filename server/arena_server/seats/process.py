@@ -56,6 +56,8 @@ class BotProgram:
         exit_grace: Seconds a bot may take to exit by itself after MatchEnded.
         max_message_bytes: Largest message accepted from the bot.
         log_bytes: Size of the stderr log kept per process (head and tail are kept).
+        label: What logs and reports call the program instead of its command line (a bot in a
+            foreign format runs a long runner command; its label names the format and the file).
     """
 
     command: str | Sequence[str]
@@ -67,6 +69,7 @@ class BotProgram:
     exit_grace: float = 0.5
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     log_bytes: int = 64 << 10
+    label: str | None = None
 
     def argv(self) -> list[str]:
         if isinstance(self.command, str):
@@ -75,6 +78,8 @@ class BotProgram:
 
     def describe(self) -> str:
         cmd = self.command if isinstance(self.command, str) else shlex.join(self.command)
+        if self.label is not None:
+            cmd = self.label
         return f"{cmd!r} ({self.framing} framing)"
 
 

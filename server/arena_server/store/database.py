@@ -483,15 +483,32 @@ class Store:
         rows = await self._select_matches("WHERE m.id = ?", (mid,), with_moves, 1)
         return rows[0] if rows else None
 
-    async def list_matches(self, game: str = "", bot: str = "", limit: int = 20) -> list[MatchRecord]:
-        """Most recent first, without move lists."""
-        clauses, args = [], []
+    async def list_matches(
+        self, game: str = "", bot: str = "", limit: int = 20, opponent: str = "", before: int = 0
+    ) -> list[MatchRecord]:
+        """Most recent first, without move lists.
+
+        Args:
+            game: Only matches of this game.
+            bot: Only matches this bot played.
+            limit: At most this many.
+            opponent: With ``bot``: only the matches it played against this bot.
+            before: Only matches with a smaller id (the next page after the last id shown).
+        """
+        clauses: list[str] = []
+        args: list[Any] = []
         if game:
             clauses.append("m.game = ?")
             args.append(game)
         if bot:
             clauses.append("m.id IN (SELECT match_id FROM match_seats WHERE bot_name = ?)")
             args.append(bot)
+        if bot and opponent:
+            clauses.append("m.id IN (SELECT match_id FROM match_seats WHERE bot_name = ?)")
+            args.append(opponent)
+        if before > 0:
+            clauses.append("m.id < ?")
+            args.append(before)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         return await self._select_matches(where, tuple(args), False, limit)
 

@@ -542,6 +542,8 @@ class LeaderRow:
     paused_reason: str
     component: int = 0
     """Connected component of the pool's "played" graph; ratings compare only within one."""
+    score: float = 0.0
+    """Sum of the bot's match scores (1 / 0.5 / 0 per game; pairwise averages in multi-seat pools)."""
 
 
 @dataclass(frozen=True)
@@ -571,7 +573,7 @@ async def leaderboard(conn: aiosqlite.Connection, pool: str, limit: int = 1000) 
     rows = await _rows(
         conn,
         "SELECT r.bot_name, r.rating, r.ci, r.games, r.wins, r.draws, r.losses, r.last_active, "
-        "s.paused_reason, s.paused_version FROM ratings r LEFT JOIN bot_status s ON s.bot_name = r.bot_name "
+        "s.paused_reason, s.paused_version, r.score FROM ratings r LEFT JOIN bot_status s ON s.bot_name = r.bot_name "
         "WHERE r.pool = ? ORDER BY r.rating DESC, r.bot_name LIMIT ?",
         (pool, limit),
     )
@@ -583,7 +585,9 @@ async def leaderboard(conn: aiosqlite.Connection, pool: str, limit: int = 1000) 
         reason = ""
         if r[8] is not None and r[9] >= versions.get(r[0], 1):
             reason = r[8]
-        out.append(LeaderRow(rank, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], reason, component.get(r[0], 0)))
+        out.append(
+            LeaderRow(rank, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], reason, component.get(r[0], 0), r[10])
+        )
     return out
 
 
@@ -664,3 +668,111 @@ async def pause_bot(store: Any, name: str, version: int, reason: str) -> None:
 async def unpause_bot(store: Any, name: str) -> None:
     async with store.write_lock:
         await store.conn.execute("DELETE FROM bot_status WHERE bot_name = ?", (name,))
+
+
+# -- per-bot queries (the web interface's bot page, issue 19) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class BotStanding:
+    """A bot's row in one pool, with the pool's size."""
+
+    pool: str
+    game: str
+    method: str
+    rating: float
+    ci: float
+    games: int
+    wins: int
+    draws: int
+    losses: int
+    score: float
+    last_active: str | None
+    bots: int
+    """Bots rated in the pool."""
+
+
+async def bot_standings(conn: aiosqlite.Connection, bot: str) -> list[BotStanding]:
+    """Every pool the bot is rated in (most games first)."""
+    rows = await _rows(
+        conn,
+        "SELECT r.pool, p.game, p.method, r.rating, r.ci, r.games, r.wins, r.draws, r.losses, r.score, "
+        "r.last_active, (SELECT COUNT(*) FROM ratings o WHERE o.pool = r.pool) FROM ratings r "
+        "JOIN rating_pools p ON p.pool = r.pool WHERE r.bot_name = ? ORDER BY r.games DESC, r.pool",
+        (bot,),
+    )
+    return [BotStanding(*r) for r in rows]
+
+
+async def head_to_head(conn: aiosqlite.Connection, pool: str, bot: str) -> list[rt.PairTotal]:
+    """The bot's pair totals in a pool, each seen from the bot (``a`` is the bot), most games first."""
+    rows = await _rows(
+        conn,
+        "SELECT bot_a, bot_b, games, score_a, wins_a, draws, losses_a FROM rating_pairs "
+        "WHERE pool = ? AND (bot_a = ? OR bot_b = ?)",
+        (pool, bot, bot),
+    )
+    out = []
+    for a, b, games, score_a, wins_a, draws, losses_a in rows:
+        if a == bot:
+            out.append(rt.PairTotal(a, b, games, score_a, wins_a, draws, losses_a))
+        else:
+            out.append(rt.PairTotal(b, a, games, games - score_a, losses_a, draws, wins_a))
+    out.sort(key=lambda p: (-p.games, p.b))
+    return out
+
+
+@dataclass(frozen=True)
+class RatedResult:
+    """One rated match of a bot, for its rating history: who it met and what it scored against each."""
+
+    match_id: int
+    ended_at: str
+    scores: tuple[tuple[str, float], ...]
+    """(opponent, the bot's pair score against it: 1 / 0.5 / 0)."""
+
+
+async def rated_results(conn: aiosqlite.Connection, pool: str, bot: str, limit: int = 500) -> list[RatedResult]:
+    """The bot's most recent ``limit`` rated matches in a pool, oldest first (by match id).
+
+    One indexed query (the bot's seats, newest first, with each opponent's seat);
+    the scores are those :func:`match_effects` gives: the game's outcome scores
+    for two seats, pairwise places for more.
+    """
+    rows = await _rows(
+        conn,
+        "SELECT s.match_id, s.seat, o.seat, o.bot_name, m.game, m.params, m.returns, m.ended_at "
+        "FROM (SELECT match_id, seat FROM match_seats ms WHERE bot_name = ? AND EXISTS (SELECT 1 FROM "
+        "rated_matches rm WHERE rm.match_id = ms.match_id AND rm.pool = ?) ORDER BY match_id DESC LIMIT ?) s "
+        "JOIN matches m ON m.id = s.match_id JOIN match_seats o ON o.match_id = s.match_id AND o.seat != s.seat "
+        "ORDER BY s.match_id, o.seat",
+        (bot, pool, limit),
+    )
+    games: dict[tuple[str, str], Game] = {}
+    out: list[RatedResult] = []
+    index = 0
+    while index < len(rows):
+        mid, me, _o, _n, game_name, params, returns, ended = rows[index]
+        opponents = []
+        while index < len(rows) and rows[index][0] == mid:
+            opponents.append((rows[index][2], rows[index][3]))
+            index += 1
+        game = games.get((game_name, params))
+        if game is None:
+            game = games[(game_name, params)] = load_game(game_name, **json.loads(params))
+        values = json.loads(returns)
+        if len(values) == 2:
+            mine = float(game.outcome_scores(values)[me])
+            scores = tuple((name, mine) for _seat, name in opponents if name != bot)
+        else:
+            ranks = rt.ranks_from_returns(values)
+            scores = tuple((name, rt.pair_score(ranks[me], ranks[seat])) for seat, name in opponents if name != bot)
+        out.append(RatedResult(mid, ended or "", scores))
+    return out
+
+
+async def pool_ratings(conn: aiosqlite.Connection, pool: str) -> dict[str, float]:
+    """Every bot's current rating in a pool."""
+    return {
+        r[0]: float(r[1]) for r in await _rows(conn, "SELECT bot_name, rating FROM ratings WHERE pool = ?", (pool,))
+    }

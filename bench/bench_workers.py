@@ -1,0 +1,138 @@
+"""Multi-process server throughput: ``arena serve --workers 2`` against ``--workers 1``, same run.
+
+Each configuration is a real ``arena serve`` process (with its SQLite file)
+started by this script. The load is refereeing: ``CreateMatch`` with
+``wait`` between two hosted bots (a 1,000-round RPS match, ``rotate`` vs
+``beat-last``), issued over 8 separate gRPC connections (the per-caller cap is 8 running matches) (the kernel spreads
+connections over the workers' shared port) from one shared queue of matches,
+so a worker that gets fewer connections still gets work. The client side
+costs one RPC per match, so nearly all the CPU is the server's. Every match
+is stored by the one writer (the main process) before its reply.
+
+The two configurations alternate ``REPEATS`` times so background load hits
+both alike; the ratio is the median of the per-repeat ratios.
+
+Target (issue 20): with 2 workers at least 1.7x the single-process figure on
+this 2-core machine. Run: ``.venv/bin/python bench/bench_workers.py``
+(``taskset -c 0,1`` to pin it to two cores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+
+from arena.v1 import matches_pb2 as mp
+from arena.v1 import matches_pb2_grpc as mp_grpc
+
+MATCHES = 48
+ROUNDS = 1000
+CONNECTIONS = 8
+REPEATS = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(workers: int, db: str) -> tuple[subprocess.Popen[str], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "arena_server.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--db",
+            db,
+            "--no-ladder",
+            "--workers",
+            str(workers),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for _ in range(10):
+        line = proc.stdout.readline()
+        if "serving on" in line:
+            return proc, port
+    proc.kill()
+    raise SystemExit(f"arena serve --workers {workers} did not start")
+
+
+async def load(port: int, matches: int) -> float:
+    """Moves per second over ``matches`` hosted-vs-hosted matches."""
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(matches):
+        queue.put_nowait(i)
+    request = mp.CreateMatchRequest(game="rps", bots=["rotate", "beat-last"], wait=True)
+    request.params["rounds"].int_value = ROUNDS
+    moves = 0
+
+    async def connection(i: int) -> None:
+        nonlocal moves
+        # A distinct channel option keeps gRPC from sharing one connection between the channels.
+        async with grpc.aio.insecure_channel(
+            f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1), ("bench.channel", i)]
+        ) as channel:
+            stub = mp_grpc.MatchServiceStub(channel)
+            while not queue.empty():
+                queue.get_nowait()
+                reply = await stub.CreateMatch(request)
+                assert reply.record.status == mp.MATCH_STATUS_FINISHED, reply.record.reason
+                moves += reply.record.move_count
+
+    await asyncio.gather(*(connection(i) for i in range(CONNECTIONS)))  # warm-up: numba, connections
+    for i in range(matches):
+        queue.put_nowait(i)
+    moves = 0
+    start = time.perf_counter()
+    await asyncio.gather(*(connection(i) for i in range(CONNECTIONS)))
+    return moves / (time.perf_counter() - start)
+
+
+def measure(workers: int, folder: str, repeat: int) -> float:
+    proc, port = start_server(workers, os.path.join(folder, f"w{workers}-{repeat}.db"))
+    try:
+        return asyncio.run(load(port, MATCHES))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+def main() -> None:
+    cpus = len(os.sched_getaffinity(0))
+    ones, twos = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        for repeat in range(REPEATS):
+            ones.append(measure(1, folder, repeat))
+            twos.append(measure(2, folder, repeat))
+    ratio = statistics.median(t / o for t, o in zip(twos, ones, strict=True))
+    print(
+        f"CPUs available: {cpus}; {MATCHES} matches of {ROUNDS} rounds, {CONNECTIONS} connections, median of {REPEATS}"
+    )
+    for label, runs in (("1", ones), ("2", twos)):
+        each = ", ".join(f"{x:.0f}" for x in runs)
+        print(f"arena serve --workers {label} : {statistics.median(runs):9.0f} moves/s  (runs: {each})")
+    print(f"ratio 2 workers / 1     : {ratio:9.2f}x (target >= 1.7x)")
+
+
+if __name__ == "__main__":
+    main()

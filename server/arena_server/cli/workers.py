@@ -1,0 +1,262 @@
+"""``arena serve --workers N``: matches sharded over N worker processes, one store writer.
+
+The main process owns the SQLite file (the only writer), runs the rating
+refitter and supervises the workers. Each worker process runs its own event
+loop, hub, referee and gRPC server on the same port (``SO_REUSEPORT``): the
+kernel hands each new connection to one worker, and everything on that
+connection (a remote bot's session and the matches it plays, a
+``CreateMatch``, a ``WatchMatch`` of a match it runs) stays in that worker.
+Writes travel to the main process (:mod:`arena_server.store.writer`) and are
+answered once committed, so the seats hear the end of a match only after it
+is stored. Reads (``GetMatch``, leaderboards) use each worker's own read-only
+connection. See docs/cluster.md for the design and its limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from arena_client import TimeControl
+from arena_server.cli import CliError
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What a worker process needs to serve (pickled to the spawned process)."""
+
+    index: int
+    host: str
+    port: int
+    db: str
+    socket_path: str
+    time_control: TimeControl
+    data_dir: str | None
+    grace: float
+
+
+def resolve_workers(value: str) -> int:
+    """``--workers``: a count, or ``auto`` for one worker per CPU this process may use.
+
+    Raises:
+        CliError: not a count from 1 to 256 nor ``auto``.
+    """
+    if value == "auto":
+        return max(1, len(os.sched_getaffinity(0)))
+    try:
+        count = int(value)
+    except ValueError:
+        raise CliError(f"--workers {value!r} is not a number; use a count such as 2, or auto") from None
+    if not 1 <= count <= 256:
+        raise CliError(f"--workers {count} is out of range; use 1..256 or auto")
+    return count
+
+
+def _reserve_port(host: str, port: int) -> socket.socket:
+    """A bound (not listening) socket holding the port, so every worker binds the same one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if port:
+        # SO_REUSEPORT would let this server share the port with another multi-worker server: refuse instead.
+        probe_host = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
+        with contextlib.suppress(OSError), socket.create_connection((probe_host, port), timeout=1.0):
+            raise CliError(f"cannot listen on {host}:{port}: another server answers there; pick another --port")
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CliError(
+            f"cannot listen on {host}:{port}: {exc}; is another server running? pick another --port"
+        ) from None
+    return sock
+
+
+async def serve_workers(
+    host: str,
+    port: int,
+    db: str,
+    tc: TimeControl,
+    workers: int,
+    data_dir: str | None,
+    allow_unsandboxed: bool,
+    grace: float,
+) -> int:
+    """Run the main process of a multi-process server until SIGTERM/SIGINT; returns the exit status."""
+    from arena_bots import hosted_bots
+    from arena_server.bots.registry import check_sandbox, prepare_registry
+    from arena_server.cli.common import open_database
+    from arena_server.ladder.scheduler import RatingRefitter
+    from arena_server.matches.hub import Hub
+    from arena_server.store.writer import serve_writes
+
+    holder = _reserve_port(host, port)
+    try:
+        store = await open_database(db)
+    except BaseException:
+        holder.close()
+        raise
+    hub = Hub(store, hosted_bots(), tc)
+    if hub.registry is not None:
+        await prepare_registry(hub.registry, data_dir)
+        await check_sandbox(hub.registry, allow_unsandboxed)
+    bound = holder.getsockname()[1]
+    folder = tempfile.mkdtemp(prefix="arena-writer-")
+    socket_path = os.path.join(folder, "writer.sock")
+    ready: set[int] = set()
+    ready_event = asyncio.Event()
+
+    def on_ready(index: int) -> None:
+        ready.add(index)
+        if len(ready) == workers:
+            ready_event.set()
+
+    unix = await asyncio.start_unix_server(lambda r, w: serve_writes(store, r, w, on_ready), socket_path)
+    context = multiprocessing.get_context("spawn")
+    procs = [
+        context.Process(
+            target=worker_main,
+            args=(WorkerConfig(i, host, bound, db, socket_path, tc, data_dir, grace),),
+            name=f"arena-worker-{i}",
+        )
+        for i in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    status = 0
+
+    def kill_all() -> None:
+        for proc in procs:
+            if proc.is_alive() and proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+
+    def on_signal(signame: str) -> None:
+        if stop.is_set():
+            print(f"arena: {signame} again; exiting at once", file=sys.stderr, flush=True)
+            kill_all()
+            os._exit(130)
+        print(
+            f"arena: {signame}: shutting down within {grace:g}s; the {workers} workers abort their matches",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+
+    async def watch_workers() -> str:
+        while True:
+            for proc in procs:
+                if proc.exitcode is not None:
+                    return f"worker {procs.index(proc)} exited with status {proc.exitcode}"
+            await asyncio.sleep(0.1)
+
+    watcher = asyncio.ensure_future(watch_workers())
+    refitter = None
+    try:
+        started = asyncio.ensure_future(ready_event.wait())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({started, watcher, stopped}, timeout=300, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not started.done():
+            started.cancel()
+            problem = watcher.result() if watcher.done() else "the workers did not start within 300 s"
+            if not stop.is_set():
+                print(f"arena: {problem}; stopping", file=sys.stderr, flush=True)
+                status = 1
+        else:
+            holder.close()  # the workers hold the port now
+            print(
+                f"arena: serving on {host}:{bound} (database {db}) with {workers} worker processes; "
+                f"hosted bots: {', '.join(sorted(hub.hosted))}",
+                flush=True,
+            )
+            print("arena: press Ctrl-C to stop", flush=True)
+            refitter = RatingRefitter(store).start()
+            stopped = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({watcher, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if watcher.done() and not stop.is_set():
+                print(f"arena: {watcher.result()}; stopping the others", file=sys.stderr, flush=True)
+                status = 1
+            stopped.cancel()
+    finally:
+        watcher.cancel()
+        holder.close()
+        deadline = time.monotonic() + grace
+        for proc in procs:
+            if proc.is_alive() and proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+        # The workers record their aborted matches through this process: keep serving writes meanwhile.
+        while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        kill_all()
+        for proc in procs:
+            await asyncio.to_thread(proc.join)
+        if refitter is not None:
+            await refitter.stop()
+        unix.close()
+        await unix.wait_closed()
+        await store.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    print("arena: stopped", file=sys.stderr, flush=True)
+    return status
+
+
+def worker_main(config: WorkerConfig) -> None:
+    """The entry point of a worker process (spawned)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the loop's handlers are in place
+    try:
+        asyncio.run(_worker(config))
+    except Exception as exc:  # one line for the operator; the main process stops the server
+        print(f"arena: worker {config.index} failed: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+async def _worker(config: WorkerConfig) -> None:
+    from arena_bots import hosted_bots
+    from arena_server.api.server import build_server
+    from arena_server.matches.hub import Hub
+    from arena_server.store.writer import WorkerStore
+
+    store = await WorkerStore.connect(config.db, config.socket_path)
+    hub = Hub(store, hosted_bots(), config.time_control)
+    if hub.registry is not None:
+        if config.data_dir:
+            hub.registry.data_dir = Path(config.data_dir).resolve()
+        await hub.registry.refresh()
+        os.environ.setdefault("ARENA_BOT_STATE_DIR", str(hub.registry.data_dir / "bot-state"))
+    server, _ = await build_server(hub, config.host, config.port, reuse_port=True)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await store.announce_ready(config.index)
+    lost = asyncio.ensure_future(store.lost.wait())
+    await asyncio.wait({lost, asyncio.ensure_future(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    if store.lost.is_set() and not stop.is_set():
+        # The main process died (SIGKILL, crash): nothing can be stored any more, so stop serving; the
+        # next start marks the matches left running as aborted.
+        print(f"arena: worker {config.index}: the main process is gone; stopping", file=sys.stderr, flush=True)
+        await hub.shutdown("the server stopped", grace=1.0)
+        await server.stop(grace=0)
+        await store.close()
+        return
+    await hub.shutdown("the server is shutting down", grace=max(config.grace - 2.0, 1.0))
+    await server.stop(grace=1.0)
+    await store.close()

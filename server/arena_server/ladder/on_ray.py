@@ -1,0 +1,119 @@
+"""Tournament matches on a Ray cluster (the optional extra ``arena[ray]``): ``arena tournament --ray [ADDRESS]``.
+
+The driver (the ``arena tournament`` process) keeps everything that needs
+the database: it computes the schedule, skips the slots already stored
+(resumability is the tournament's own: a killed run resumes without
+replaying them), seals duplicate seeds, and is the single store writer. Each
+match is one Ray task: a hub without a store, in whichever Ray worker process
+the cluster picks, plays the slot with its seat order and seed and returns the
+finished :class:`~arena_server.referee.records.MatchRecord`. Results stream
+back as they finish (:meth:`RayMatches.play` awaits the task's object
+reference), and the driver stores each one (with its tournament link) before
+it counts it on the one progress bar.
+
+Ray runs on a local cluster when no address is given (one worker per CPU), or
+joins an existing cluster (``ray://host:10001`` or ``auto``); every node needs
+Arena installed, as the workers import it to play.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from arena_client import TimeControl
+from arena_games import Game
+from arena_server.referee.records import MatchRecord
+
+
+class RayUnavailable(Exception):
+    """Ray is not installed or the cluster cannot be reached; the message says what to do."""
+
+
+def _play_slot(game: Game, seating: tuple[str, ...], tc: TimeControl, seed: str, sealed: bool) -> MatchRecord:
+    """One tournament match in this (Ray worker) process, with a hub of hosted bots and no store."""
+    from arena_bots import hosted_bots
+    from arena_server.matches.hub import Hub
+
+    async def play() -> MatchRecord:
+        hub = Hub(None, hosted_bots())
+        try:
+            if sealed:  # a duplicate set's seed: the bots of this match must not learn it at its end
+                async with hub.sealed_seed(seed, lambda: False):
+                    running = await hub.start_match(game, list(seating), tc, seed, rated=False)
+                    assert running.task is not None
+                    return await running.task
+            running = await hub.start_match(game, list(seating), tc, seed, rated=False)
+            assert running.task is not None
+            return await running.task
+        finally:
+            await hub.shutdown()
+
+    return asyncio.run(play())
+
+
+def _warm(game: Game, bots: tuple[str, ...]) -> int:
+    """Import the bots and compile their kernels in this Ray worker: one short match per bot against itself."""
+    from arena_bots import hosted_bots
+    from arena_server.matches.hub import Hub
+
+    async def play() -> None:
+        hub = Hub(None, hosted_bots())
+        try:
+            for bot in bots:
+                running = await hub.start_match(game, [bot] * game.num_players, rated=False)
+                assert running.task is not None
+                await running.task
+        finally:
+            await hub.shutdown()
+
+    asyncio.run(play())
+    return os.getpid()
+
+
+class RayMatches:
+    """Plays tournament slots as Ray tasks; ``slots_at_once`` is how many the cluster runs together."""
+
+    def __init__(self, address: str | None = None) -> None:
+        """Connect to the cluster at ``address``, or start a local one when None.
+
+        Raises:
+            RayUnavailable: Ray is missing or the address cannot be reached.
+        """
+        try:
+            import ray
+        except ImportError:
+            raise RayUnavailable("--ray needs Ray: install the optional extra with pip install 'arena[ray]'") from None
+        self.ray: Any = ray
+        try:
+            if not ray.is_initialized():
+                ray.init(
+                    address=address,
+                    num_cpus=None if address else len(os.sched_getaffinity(0)),  # local: the CPUs we may use
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}; check the address") from None
+        self._remote = ray.remote(num_cpus=1, max_retries=2)(_play_slot)
+
+    def warm_up(self, game: Game, bots: tuple[str, ...]) -> None:
+        """Before the clock starts: every worker imports the bots and compiles their kernels (numba)."""
+        warm = self.ray.remote(num_cpus=1)(_warm)
+        self.ray.get([warm.remote(game, bots) for _ in range(self.slots_at_once)])
+
+    @property
+    def slots_at_once(self) -> int:
+        """The cluster's CPUs (one match per CPU)."""
+        return max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+
+    async def play(self, game: Game, seating: tuple[str, ...], tc: TimeControl, seed: str, sealed: bool) -> MatchRecord:
+        """Play one slot on the cluster and return its finished record (the driver stores it)."""
+        record: MatchRecord = await self._remote.remote(game, seating, tc, seed, sealed)
+        return record
+
+    def close(self) -> None:
+        """Disconnect (a local cluster started here stops)."""
+        self.ray.shutdown()
