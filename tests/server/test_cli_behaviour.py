@@ -136,7 +136,7 @@ def test_arena_server_reaches_a_live_server(server: ServerProcess) -> None:
 def test_make_run_takes_port_and_db(tmp_path: Path) -> None:
     port, db = closed_port(), tmp_path / "made.db"
     proc = subprocess.Popen(
-        ["make", "--no-print-directory", "run", f"PORT={port}", f"DB={db}", "ARGS=--no-ladder"],
+        ["make", "--no-print-directory", "run", f"PORT={port}", f"DB={db}", "ARGS=--no-ladder --no-http"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
