@@ -91,8 +91,6 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--shutdown-grace {args.shutdown_grace:g} is out of range; use 1..600 seconds")
     tc = time_control_from_args(args)
     check_can_listen(args.host, args.port, "--port")  # one line now, not gRPC's log after the database opened
-    if not args.no_http:
-        check_can_listen(args.host, args.http_port, "--http-port (or --no-http)")
     workers = resolve_workers(str(args.workers))
     if workers > 1:
         if not args.no_ladder:
