@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml
 
 PORT ?= 50051
 DB ?= arena.db
+ARGS ?=
 
-## run: set up and start the server (make run PORT=50052 DB=other.db; defaults 50051, arena.db, hosted bots)
+## run: set up and start the server (hosted bots); `make run PORT=50052 DB=my.db ARGS=--no-ladder` to choose
 run: $(STAMP)
-	$(BIN)/arena serve --port $(PORT) --db $(DB)
+	$(BIN)/arena serve --port $(PORT) --db $(DB) $(ARGS)
 
 JS_DEPS := clients/javascript/node_modules/.installed
 

@@ -201,6 +201,14 @@ class Game(abc.ABC):
     def action_to_string(self, player: int, action: int) -> str:
         """A readable label for ``action`` taken by ``player`` (or CHANCE)."""
 
+    def explain_illegal(self, observation: Any, player: int, action: int) -> str | None:
+        """Which rule ``action`` breaks, judged from ``player``'s observation alone (None: no more to say).
+
+        For clients that hold an observation but no State (``arena play``); games with rules worth
+        naming (Liar's Dice's raise rule) override it.
+        """
+        return None
+
     @abc.abstractmethod
     def string_to_action(self, state: State, text: str) -> int:
         """Parse a person's notation for the current player's action in ``state``.

@@ -66,6 +66,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from arena_games.core import (
     CHANCE,
@@ -231,6 +232,42 @@ class LiarsDiceGame(Game):
         """The action number of the bid ``quantity x face``."""
         return (quantity - 1) * self.faces + (face - 1)
 
+    def bid_refusal(self, active_dice: int, last: int, action: int) -> str:
+        """Which rule ``action`` breaks with ``active_dice`` on the table and ``last`` the current bid (-1: none).
+
+        The one text for every place a move is refused: the referee's reason, check-bot, ``arena play``.
+        """
+        label = self.action_to_string(0, action)
+        if last < 0 and (action == self.liar_action or (self.spot_on and action == self.spot_on_action)):
+            return f"'{label}' needs a bid to call; the round's opener must bid"
+        if not 0 <= action < self.liar_action:
+            top = self.spot_on_action if self.spot_on else self.liar_action
+            return f"{action} is not an action of this game; actions are 0..{top}"
+        if action // self.faces >= active_dice:
+            return f"bid {label} asks for more dice than the {active_dice} left on the table"
+        if last < 0:
+            return f"bid {label} is legal here"
+        last_q, last_f = self.decode_bid(last)
+        current = f"{last_q}x{last_f}"
+        if action == last:
+            return f"{label} repeats the current bid; raise it or call liar"
+        if self.thesis_bidding:
+            return (
+                f"{label} does not raise the current bid {current}: under thesis bidding neither the "
+                "quantity nor the face may go down"
+            )
+        return (
+            f"{label} does not raise the current bid {current}: under standard bidding bid more dice, or "
+            f"{last_q} dice of a face above {last_f}"
+        )
+
+    def explain_illegal(self, observation: Any, player: int, action: int) -> str | None:
+        """Why ``action`` is refused, from what ``player`` can see (for clients that hold no State)."""
+        if not isinstance(observation, LiarsDiceObservation) or observation.to_move != player:
+            return None
+        last = self.bid_action(observation.bids[-1].quantity, observation.bids[-1].face) if observation.bids else -1
+        return self.bid_refusal(sum(observation.dice_counts), last, action)
+
     def decode_bid(self, action: int) -> tuple[int, int]:
         """``(quantity, face)`` of a bid action."""
         q, f = divmod(action, self.faces)
@@ -385,27 +422,7 @@ class LiarsDiceState(State):
             return "the dice are being rolled; no player may act"
         if player != self._to_move:
             return f"it is seat {self._to_move}'s turn, not seat {player}'s"
-        label = game.action_to_string(player, action)
-        if action == game.liar_action or (game.spot_on and action == game.spot_on_action):
-            return f"'{label}' needs a bid to call; the round's opener must bid"
-        if not 0 <= action < game.liar_action:
-            top = game.spot_on_action if game.spot_on else game.liar_action
-            return f"{action} is not an action of this game; actions are 0..{top}"
-        if action // game.faces >= self._active_dice:
-            return f"bid {label} asks for more dice than the {self._active_dice} left on the table"
-        last_q, last_f = game.decode_bid(self._last)
-        current = f"{last_q}x{last_f}"
-        if action == self._last:
-            return f"{label} repeats the current bid; raise it or call liar"
-        if game.thesis_bidding:
-            return (
-                f"{label} does not raise the current bid {current}: under thesis bidding neither the "
-                "quantity nor the face may go down"
-            )
-        return (
-            f"{label} does not raise the current bid {current}: under standard bidding bid more dice, or "
-            f"{last_q} dice of a face above {last_f}"
-        )
+        return game.bid_refusal(self._active_dice, self._last, action)
 
     # -- moves ------------------------------------------------------------------------------------
 

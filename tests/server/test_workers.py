@@ -187,7 +187,9 @@ def test_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
             timeout=60,
         )
         assert second.returncode != 0
-        assert second.stderr.strip().endswith("another server answers there; pick another --port")
+        # the port is probed before anything starts (issue 18: one message for every `arena serve`)
+        assert f"port {port_of(first)} is already in use on 127.0.0.1" in second.stderr
+        assert second.stderr.strip().endswith("pick another --port (0 picks a free one)")
         assert len(second.stderr.strip().splitlines()) == 1, second.stderr
         assert not (tmp_path / "b.db").exists()  # refused before it touched anything
     finally:

@@ -10,6 +10,7 @@ bots remotely"), e.g. to challenge ``greedy`` with a genome from
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,7 +21,12 @@ from arena_bots.dots_and_boxes.neuro import GenomeError, load_genome
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m arena_bots.dots_and_boxes", description=__doc__.splitlines()[0])
     parser.add_argument("--genome", required=True, help="a genome JSON file (arena train dots-and-boxes)")
-    parser.add_argument("--server", default="localhost:50051", metavar="HOST:PORT", help="the Arena server")
+    parser.add_argument(
+        "--server",
+        default=os.environ.get("ARENA_SERVER", "").strip() or "localhost:50051",
+        metavar="HOST:PORT",
+        help="the Arena server (default: $ARENA_SERVER if set, else localhost:50051)",
+    )
     parser.add_argument("--opponent", default=None, help="challenge this bot (default: wait for the ladder)")
     parser.add_argument("--matches", type=int, default=1, help="matches to play (default 1)")
     parser.add_argument("--name", default="neuro-genome", help="the name to play under")

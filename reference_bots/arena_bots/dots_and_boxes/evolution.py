@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -42,6 +40,7 @@ from arena_bots.dots_and_boxes import kernels as K
 from arena_bots.dots_and_boxes.board import geometry
 from arena_bots.dots_and_boxes.neuro import REPRESENTATIONS, Genome, layer_sizes, num_weights
 from arena_bots.numba_helpers import seed_state
+from arena_bots.progress import ProgressBar
 
 UNITS = ("individual", "round-robin", "game")
 CSV_FIELDS = (
@@ -130,32 +129,11 @@ class RunResult:
         return Genome(cfg.representation, cfg.rows, cfg.cols, cfg.hidden, weights.copy(), prov)
 
 
-class Progress:
-    """A one-line progress bar with the rate and the time left, redrawn on a terminal (else every 10%)."""
+class Progress(ProgressBar):
+    """The training's progress bar (rate and ETA) on a terminal; silent when stderr is not a terminal."""
 
     def __init__(self, total: int, stream: TextIO | None = None, label: str = "") -> None:
-        self.total = max(1, total)
-        self.stream = stream if stream is not None else sys.stderr
-        self.label = label
-        self.start = time.perf_counter()
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.last_decile = -1
-
-    def update(self, done: int, note: str = "") -> None:
-        frac = min(1.0, done / self.total)
-        elapsed = time.perf_counter() - self.start
-        eta = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
-        bar = "#" * int(frac * 30)
-        eta_s = "?" if math.isnan(eta) else time.strftime("%H:%M:%S", time.gmtime(eta))
-        line = f"{self.label}[{bar:<30}] {100 * frac:5.1f}% {note} elapsed {elapsed:.0f}s ETA {eta_s}"
-        if self.tty:
-            self.stream.write("\r" + line)
-            if done >= self.total:
-                self.stream.write("\n")
-        elif int(frac * 10) != self.last_decile:
-            self.last_decile = int(frac * 10)
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        super().__init__(total, label or "train", stream)
 
 
 def _new_population(cfg: TrainConfig, rng: np.random.Generator, n_weights: int) -> np.ndarray:

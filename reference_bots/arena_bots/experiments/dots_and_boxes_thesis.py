@@ -45,6 +45,10 @@ from arena_bots.dots_and_boxes.bots import (
     SolverPolicy,
 )
 from arena_bots.dots_and_boxes.neuro import Genome
+from arena_bots.experiments import output_path
+
+DOCUMENT = "docs/experiments/dots-and-boxes-thesis.md"
+"""The committed document a full run writes (a --quick run never does)."""
 
 BOTS = ("random", "greedy", "neuro", "neuro-features", "chains", "solver", "mcts")
 
@@ -332,11 +336,12 @@ def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arena experiment dots-and-boxes-thesis")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--output", default="docs/experiments/dots-and-boxes-thesis.md")
+    parser.add_argument("--output", default=None, help=f"default {DOCUMENT}; with --quick a temporary file")
     parser.add_argument("--seed", type=int, default=2023)
     args = parser.parse_args(argv)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    return run(QUICK if args.quick else FULL, Path(args.output), args.seed, log)
+    out = output_path(args.output, DOCUMENT, args.quick)
+    return run(QUICK if args.quick else FULL, out, args.seed, log)

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 import arena_bots  # noqa: F401  (registers the hosted bots)
+from arena_bots.experiments import output_path
 from arena_bots.liars_dice import dice_game, thesis_cfr
 from arena_bots.liars_dice.bots import LearnerBot, StatisticianBot
 from arena_bots.liars_dice.cfr_bot import load_dice_policy, load_policy, load_thesis
@@ -37,6 +38,9 @@ from arena_bots.liars_dice.small_game import Solver, exploitability, game_value,
 from arena_bots.registry import BotState, HostedBot, hosted_bots
 from arena_client import Bot, MatchInfo, SeatInfo, TimeControl, Turn
 from arena_games.liars_dice import LiarsDiceBid, LiarsDiceGame, LiarsDiceObservation
+
+DOCUMENT = "docs/experiments/liars-dice-thesis.md"
+"""The committed document a full run writes (a --quick run never does)."""
 
 LEARNERS = {"sarsa": (True, False), "sarsa-profiling": (True, True), "q-learning": (False, False)}
 SMALL = {"dice": 1, "bidding": "standard", "wild": "highest", "rounds": "single"}
@@ -539,16 +543,17 @@ def run(quick: bool, seed: int, out: Path, log: Callable[[str], None]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default="docs/experiments/liars-dice-thesis.md")
+    parser.add_argument(
+        "--output", "--out", dest="out", default=None, help=f"default {DOCUMENT}; with --quick a temporary file"
+    )
     parser.add_argument("--seed", type=int, default=2024)
     args = parser.parse_args(argv)
-    out = Path(args.out)
+    out = output_path(args.out, DOCUMENT, args.quick)
 
     def log(msg: str) -> None:
         print(msg, flush=True)
 
     text = run(args.quick, args.seed, out, log)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"wrote {out}")
     return 0

@@ -28,14 +28,17 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 import arena_bots.rps.thesis_agents as T
 import arena_bots.rps.thesis_kernels as K
 from arena_bots import hosted_bots
+from arena_bots.experiments import output_path
 from arena_bots.experiments.duel import duel
+
+DOCUMENT = "docs/experiments/rpsls-thesis.md"
+"""The committed document a full run writes (a --quick run never does)."""
 
 SIGNS = 5
 ORDERS = (1, 2, 3, 4, 5, 6)
@@ -548,12 +551,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the experiments; returns an exit code."""
     parser = argparse.ArgumentParser(prog="arena experiment rpsls-thesis", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short matches and few strings (CI smoke run)")
-    parser.add_argument("--out", default="docs/experiments/rpsls-thesis.md", help="markdown output path")
+    parser.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        default=None,
+        help=f"markdown output path (default {DOCUMENT}; with --quick a temporary file)",
+    )
     parser.add_argument("--seed", type=int, default=2020, help="master seed (strings and every agent)")
     parser.add_argument(
         "--only", choices=("thesis", "round-robin"), default=None, help="run only one part (default: both)"
     )
     args = parser.parse_args(argv)
+    out = output_path(args.out, DOCUMENT, args.quick)
     plan = QUICK if args.quick else FULL
     start = time.perf_counter()
 
@@ -589,8 +599,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         tail = ["", "No cell differs from the thesis by more than 2 points."]
     text = "\n".join(head + rep.lines + tail) + "\n"
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"\nwrote {out} ({len(rep.big)} cells differ by more than 2 points) in {elapsed:.1f} s")
     return 0

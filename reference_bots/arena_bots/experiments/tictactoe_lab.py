@@ -28,8 +28,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from arena_bots.experiments import output_path
 from arena_bots.tic_tac_toe.alpha_beta import AlphaBeta, DepthLimitedAlphaBeta
 from arena_bots.tic_tac_toe.board import TicTacToeBot
 from arena_bots.tic_tac_toe.lab_alpha_beta import LabAlphaBeta
@@ -43,6 +43,9 @@ from arena_bots.tic_tac_toe.mcts import MCTSBot
 from arena_bots.tic_tac_toe.minimax import Minimax
 from arena_bots.tic_tac_toe.play import play
 from arena_bots.tic_tac_toe.pure_mc import PureMC
+
+DOCUMENT = "docs/experiments/tictactoe-lab.md"
+"""The committed document a full run writes (a --quick run never does)."""
 
 LAB_NAMES = ("RandomPlayer", "Blocking", "RandomPlayerWinIfCan", "MinimaxPlayer", "AlphaBetaPlayer", "MonteCarloPlayer")
 SHORT = ("Random", "Blocking", "WinIfCan", "Minimax", "AlphaBeta", "MCTS")
@@ -228,7 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the experiment; returns an exit code."""
     parser = argparse.ArgumentParser(prog="arena experiment tictactoe-lab", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="few strength games at 0.05 s a move (test suite)")
-    parser.add_argument("--output", default="docs/experiments/tictactoe-lab.md", help="markdown output path")
+    parser.add_argument(
+        "--output", default=None, help=f"markdown output path (default {DOCUMENT}; with --quick a temporary file)"
+    )
     parser.add_argument("--seed", type=int, default=2024, help="master seed")
     parser.add_argument("--move-time", type=float, default=None, help="MCTS seconds per move (default 1, quick 0.05)")
     parser.add_argument("--strength-games", type=int, default=None, help="games per strength matchup (default 6)")
@@ -237,9 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     strength_games = args.strength_games if args.strength_games is not None else (2 if args.quick else 6)
     if move_time <= 0 or strength_games < 1:
         parser.error("--move-time must be positive and --strength-games at least 1")
-    parent = Path(args.output).resolve().parent
-    if not parent.is_dir():
-        parser.error(f"--output {args.output}: the directory {parent} does not exist; create it or choose another path")
+    args.output = str(output_path(args.output, DOCUMENT, args.quick))
     seed = args.seed
     t0 = time.perf_counter()
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from arena_bots.liars_dice.cfr_bot import DATA_DIR
 from arena_bots.liars_dice.small_game import Solver, make_game
+from arena_bots.progress import ProgressBar
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,20 +125,21 @@ def _solve_one(bidding: str, wild: str, out: Path, args: argparse.Namespace) -> 
     solver = Solver(game)
     path = out / f"cfr-1die-f6-{bidding}-{wild}.npz"
     start = time.perf_counter()
+    # The bar (a terminal only) counts towards --max-iterations, an upper bound: it stops at --target.
+    bar = ProgressBar(args.max_iterations, f"{bidding} {wild}")
 
     def checkpoint(iterations: int, expl: float, seconds: float) -> None:
         tmp = path.with_suffix(".tmp.npz")
         np.savez_compressed(tmp, policy=solver.average().astype(np.float16))
         tmp.replace(path)
-        print(
-            f"\r{bidding:8} {wild:7} iter {iterations:6d}  exploitability {expl:.6f}  {seconds:6.1f} s",
-            end="",
-            flush=True,
-        )
+        bar.update(iterations, f"exploitability {expl:.6f} (target {args.target:g})")
 
-    expl = solver.solve(args.target, args.max_iterations, args.check_every, checkpoint)
+    try:
+        expl = solver.solve(args.target, args.max_iterations, args.check_every, checkpoint)
+    finally:
+        bar.close()
     print(
-        f"\r{bidding:8} {wild:7} {solver.iterations} iterations, exploitability {expl:.6f}, "
+        f"{bidding:8} {wild:7} {solver.iterations} iterations, exploitability {expl:.6f}, "
         f"{time.perf_counter() - start:.1f} s -> {path}"
     )
 

@@ -9,7 +9,6 @@ time: the command then shares it without running migrations or start-up recovery
 from __future__ import annotations
 
 import argparse
-import asyncio
 import io
 import sqlite3
 import sys
@@ -28,8 +27,14 @@ from arena_server.bots.failures import FailureRow, format_failure, list_failures
 from arena_server.bots.formats import foreign_formats, get_format, stored_command
 from arena_server.bots.registry import BotRegistry, RegistryError, default_data_dir, reserved_names, unreadable_for
 from arena_server.bots.uploads import MAX_UPLOAD_BYTES
-from arena_server.cli import CliError
-from arena_server.cli.common import DEFAULT_ADDRESS
+from arena_server.cli import CliError, run_async
+from arena_server.cli.common import (
+    add_connect_timeout_argument,
+    add_server_argument,
+    connect_blocking,
+    default_server,
+    server_help,
+)
 from arena_server.seats.framing import Framing
 from arena_server.seats.sandbox import Limits
 from arena_server.store.database import SCHEMA_VERSION, Store, StoreError
@@ -89,7 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     submit.add_argument("--token", required=True, help="the token printed when the name was registered")
     submit.add_argument("--framing", choices=[f.value for f in Framing], default="json", help="stdio framing")
     submit.add_argument("--games", default="", help="comma-separated games (default: as registered)")
-    submit.add_argument("--server", default=DEFAULT_ADDRESS, metavar="HOST:PORT", help="the server")
+    add_server_argument(submit)
+    add_connect_timeout_argument(submit)
     submit.add_argument("--verbose", "-v", action="store_true", help="print the whole self-check report")
     submit.set_defaults(func=run_submit)
 
@@ -133,8 +139,9 @@ def chosen_format(args: argparse.Namespace) -> tuple[str, Path] | None:
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--server", default=None, metavar="HOST:PORT", help=f"a server (default {DEFAULT_ADDRESS})")
+    target.add_argument("--server", default=None, metavar="HOST:PORT", help=server_help("a server"))
     target.add_argument("--db", default=None, help="a database file instead of a server")
+    add_connect_timeout_argument(parser)
 
 
 def _games(text: str) -> list[str]:
@@ -180,18 +187,24 @@ def _with_registry(db: str, action: Callable[[BotRegistry], Awaitable[T]]) -> T:
         finally:
             await store.close()
 
-    return asyncio.run(go())
+    return run_async(go())
 
 
-def _stub(address: str) -> tuple[grpc.Channel, bp_grpc.BotServiceStub]:
+def _stub(address: str, connect_timeout: float) -> tuple[grpc.Channel, bp_grpc.BotServiceStub]:
+    """A connected channel to ``address`` and its bot service (CliError "cannot reach" after the timeout)."""
     channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 4 << 20)])
+    try:
+        connect_blocking(channel, address, connect_timeout)
+    except CliError:
+        channel.close()
+        raise
     return channel, bp_grpc.BotServiceStub(channel)
 
 
 def _rpc_error(exc: grpc.RpcError, address: str) -> CliError:
     code = exc.code()  # type: ignore[attr-defined]
     if code == grpc.StatusCode.UNAVAILABLE:
-        return CliError(f"no Arena server answers at {address}; start one with `arena serve` or pass --server")
+        return CliError(f"lost the connection to {address} ({exc.details()})")  # type: ignore[attr-defined]
     return CliError(str(exc.details()))  # type: ignore[attr-defined]
 
 
@@ -251,8 +264,8 @@ def run_register(args: argparse.Namespace) -> int:
 
         token = _with_registry(args.db, reg)
     else:
-        address = args.server or DEFAULT_ADDRESS
-        channel, stub = _stub(address)
+        address = args.server or default_server()
+        channel, stub = _stub(address, args.connect_timeout)
         with channel:
             try:
                 response = stub.RegisterBot(
@@ -308,7 +321,7 @@ def run_submit(args: argparse.Namespace) -> int:
         games=_games(args.games),
     )
     print(f"uploading {filename} ({len(content)} bytes); the server self-checks it, which takes a few seconds")
-    channel, stub = _stub(args.server)
+    channel, stub = _stub(args.server, args.connect_timeout)
     with channel:
         try:
             response = stub.SubmitBot(request, timeout=600)
@@ -335,8 +348,8 @@ def run_list(args: argparse.Namespace) -> int:
 
         _with_registry(args.db, collect)
     else:
-        address = args.server or DEFAULT_ADDRESS
-        channel, stub = _stub(address)
+        address = args.server or default_server()
+        channel, stub = _stub(address, args.connect_timeout)
         with channel:
             try:
                 response = stub.ListBots(bp.ListBotsRequest())
@@ -365,8 +378,8 @@ def run_failures(args: argparse.Namespace) -> int:
 
         _with_registry(args.db, collect)
     else:
-        address = args.server or DEFAULT_ADDRESS
-        channel, stub = _stub(address)
+        address = args.server or default_server()
+        channel, stub = _stub(address, args.connect_timeout)
         with channel:
             try:
                 response = stub.GetFailures(bp.GetFailuresRequest(name=args.name, token=args.token, limit=args.limit))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
+import dataclasses
+import getpass
 import socket
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +16,8 @@ from arena_games import registered_games
 from arena_server.api.remote_check import check_remote_bot
 from arena_server.bots.conformance import Finding, check_bot, format_finding, format_report, format_summary
 from arena_server.bots.formats import FormatError, local_program
-from arena_server.cli import CliError
+from arena_server.bots.registry import unreadable_for
+from arena_server.cli import CliError, run_async
 from arena_server.cli.bot import add_format_options, chosen_format
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
@@ -43,7 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     add_format_options(target, "check")
     p.add_argument("--framing", choices=[f.value for f in Framing], default="json", help="stdio framing (default json)")
-    p.add_argument("--dir", type=Path, default=None, help="working directory of the bot (default: a fresh empty one)")
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="with --cmd: the bot's working directory, where its files are (default: the current directory; "
+        "the bot sees it read-only)",
+    )
     p.add_argument(
         "--game",
         "-g",
@@ -98,11 +107,24 @@ def run(args: argparse.Namespace) -> int:
         except FormatError as exc:
             raise CliError(str(exc)) from None
         return _check(args, program, clock, progress)
+    workdir = (args.dir or Path.cwd()).resolve()
+    limits = Limits(network=args.allow_network)
+    problem = unreadable_for(workdir, limits)
+    if problem:
+        # Run as root the sandbox drops bots to nobody, who could not even enter a private folder (the bot would
+        # die with status 126). Checking your own bot, it runs as you instead; a server would still use nobody.
+        limits = dataclasses.replace(limits, run_as=None)
+        print(
+            f"arena: note: {problem}; check-bot runs it as {getpass.getuser()} instead (a server runs bots as "
+            "nobody: keep a bot you `arena bot add` in a folder others can read)",
+            file=sys.stderr,
+            flush=True,
+        )
     program = BotProgram(
         args.cmd,
         Framing(args.framing),
-        workdir=args.dir.resolve() if args.dir is not None else None,
-        limits=Limits(network=args.allow_network),
+        workdir=workdir,
+        limits=limits,
         startup_timeout=args.startup_timeout,
     )
     return _check(args, program, clock, progress)
@@ -113,7 +135,7 @@ def _check(
 ) -> int:
     if not args.quiet:
         print(f"checking {program.describe()}", flush=True)
-    report = asyncio.run(check_bot(program, args.game, clock, progress=progress))
+    report = run_async(check_bot(program, args.game, clock, progress=progress))
     print(format_report(report) if args.quiet else "\n".join(format_summary(report)))
     return 0 if report.passed else 1
 
@@ -144,7 +166,7 @@ def _run_listen(args: argparse.Namespace, clock: TimeControl, progress: Callable
         )
 
     try:
-        report = asyncio.run(
+        report = run_async(
             check_remote_bot(
                 host,
                 port,

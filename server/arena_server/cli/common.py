@@ -3,16 +3,113 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
+import tempfile
 from datetime import timedelta
+from pathlib import Path
+
+import grpc
 
 from arena_client import TimeControl
+from arena_client.remote import ServerUnreachable, wait_until_reachable, wait_until_reachable_blocking
 from arena_games import Game, GameError, load_game
 from arena_server.cli import CliError
 from arena_server.store.database import Store, StoreError
 
-# The server a ``--server`` command talks to when the flag is omitted: $ARENA_SERVER, else localhost:50051.
-DEFAULT_ADDRESS = os.environ.get("ARENA_SERVER") or "localhost:50051"
+DEFAULT_ADDRESS = "localhost:50051"
+SERVER_ENV = "ARENA_SERVER"
+
+
+def default_server() -> str:
+    """The server a ``--server`` option means when omitted: ``$ARENA_SERVER``, else localhost:50051."""
+    return os.environ.get(SERVER_ENV, "").strip() or DEFAULT_ADDRESS
+
+
+def server_help(what: str = "the Arena server") -> str:
+    """The help text of a ``--server`` option (it names the environment default)."""
+    return f"{what} (default: ${SERVER_ENV} if set, else {DEFAULT_ADDRESS})"
+
+
+def add_server_argument(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
+    """``--server HOST:PORT``, defaulting to ``$ARENA_SERVER`` (read when the parser is built)."""
+    parser.add_argument("--server", default=default_server(), metavar="HOST:PORT", help=server_help())
+
+
+def check_can_listen(host: str, port: int, option: str) -> None:
+    """Fail with one line when ``host:port`` cannot be bound (taken, or not this machine's address).
+
+    Run before a server starts, so the user sees this instead of gRPC's own log. Port 0 always works.
+
+    Raises:
+        CliError: the port is taken or the address is not local, with what to do.
+    """
+    if port == 0:
+        return
+    wildcard = host in ("", "0.0.0.0", "::", "[::]")
+    family = socket.AF_INET6 if ":" in host and not wildcard else socket.AF_INET
+    try:
+        with socket.socket(family) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(("0.0.0.0" if wildcard else host.strip("[]"), port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(
+                f"port {port} is already in use on {host} (another `arena serve`?); stop that program or pick "
+                f"another {option} (0 picks a free one)"
+            ) from None
+        raise CliError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); check the address in {option}"
+        ) from None
+
+
+def check_writable(path: str | Path, option: str) -> None:
+    """Fail before any work starts when ``path`` could not be written later (missing folder, no permission).
+
+    Raises:
+        CliError: the folder does not exist, or a test file cannot be created in it, or ``path`` is read-only.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise CliError(f"{option} {path}: the folder {folder} does not exist; create it or pick another path")
+    if target.is_dir():
+        raise CliError(f"{option} {path} is a folder; give a file path")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".arena-write-test-"):
+            pass
+        if target.exists():
+            with target.open("a"):
+                pass
+    except OSError as exc:
+        raise CliError(
+            f"{option} {path} cannot be written ({exc.strerror or exc}); pick a path you can write to"
+        ) from None
+
+
+def connect_blocking(channel: grpc.Channel, address: str, timeout: float) -> None:
+    """Wait until ``channel`` is connected, or fail with "cannot reach HOST:PORT" after ``timeout`` seconds.
+
+    Raises:
+        CliError: no server answered at ``address``.
+    """
+    try:
+        wait_until_reachable_blocking(channel, address, timeout)
+    except ServerUnreachable as exc:
+        raise CliError(str(exc)) from None
+
+
+async def connect(channel: grpc.aio.Channel, address: str, timeout: float) -> None:
+    """:func:`connect_blocking` for an asyncio channel.
+
+    Raises:
+        CliError: no server answered at ``address``.
+    """
+    try:
+        await wait_until_reachable(channel, address, timeout)
+    except ServerUnreachable as exc:
+        raise CliError(str(exc)) from None
 
 
 def add_game_arguments(parser: argparse.ArgumentParser, default_game: str | None = "rps") -> None:

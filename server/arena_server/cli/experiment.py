@@ -19,49 +19,67 @@ Experiments:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
+
+from arena_bots.experiments import OutputError
+from arena_server.cli import CliError
+
+QUICK_OUTPUT = "with --quick: a temporary file, never the committed document"
+
+
+def _given(option: str, path: str | None) -> list[str]:
+    return [] if path is None else [option, path]
+
+
+def _main(main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """Run an experiment's own ``main``, its output-path problems turned into one-line CLI errors."""
+    try:
+        return main(argv)
+    except OutputError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _run_rpsls_thesis(args: argparse.Namespace) -> int:
     from arena_bots.experiments import rpsls_thesis
 
-    argv = ["--out", args.out, "--seed", str(args.seed)]
+    argv = ["--seed", str(args.seed), *_given("--out", args.out)]
     if args.quick:
         argv.append("--quick")
     if args.only:
         argv += ["--only", args.only]
-    return rpsls_thesis.main(argv)
+    return _main(rpsls_thesis.main, argv)
 
 
 def _run_dots_and_boxes_thesis(args: argparse.Namespace) -> int:
     from arena_bots.experiments import dots_and_boxes_thesis
 
-    argv = ["--output", args.output, "--seed", str(args.seed)]
+    argv = ["--seed", str(args.seed), *_given("--output", args.output)]
     if args.quick:
         argv.append("--quick")
-    return dots_and_boxes_thesis.main(argv)
+    return _main(dots_and_boxes_thesis.main, argv)
 
 
 def _run_liars_dice_thesis(args: argparse.Namespace) -> int:
     from arena_bots.experiments import liars_dice_thesis
 
-    argv = ["--out", args.output, "--seed", str(args.seed)]
+    argv = ["--seed", str(args.seed), *_given("--out", args.output)]
     if args.quick:
         argv.append("--quick")
-    return liars_dice_thesis.main(argv)
+    return _main(liars_dice_thesis.main, argv)
 
 
 def _run_tictactoe_lab(args: argparse.Namespace) -> int:
     from arena_bots.experiments import tictactoe_lab
 
-    argv = ["--output", args.output, "--seed", str(args.seed)]
+    argv = ["--seed", str(args.seed), *_given("--output", args.output)]
     if args.quick:
         argv.append("--quick")
     if args.move_time is not None:
         argv += ["--move-time", str(args.move_time)]
     if args.strength_games is not None:
         argv += ["--strength-games", str(args.strength_games)]
-    return tictactoe_lab.main(argv)
+    return _main(tictactoe_lab.main, argv)
 
 
 def register(subparsers: Any) -> None:
@@ -75,7 +93,13 @@ def register(subparsers: Any) -> None:
         "print each table with the thesis's figure and the difference, and write them as markdown.",
     )
     thesis.add_argument("--quick", action="store_true", help="short matches and few strings (about 10 s)")
-    thesis.add_argument("--out", default="docs/experiments/rpsls-thesis.md", help="markdown output path")
+    thesis.add_argument(
+        "--out",
+        "--output",
+        dest="out",
+        default=None,
+        help=f"markdown output path (default docs/experiments/rpsls-thesis.md; {QUICK_OUTPUT})",
+    )
     thesis.add_argument("--seed", type=int, default=2020, help="master seed")
     thesis.add_argument("--only", choices=("thesis", "round-robin"), default=None, help="run only one part")
     thesis.set_defaults(func=_run_rpsls_thesis)
@@ -87,7 +111,10 @@ def register(subparsers: Any) -> None:
     )
     dab.add_argument("--quick", action="store_true", help="tiny runs for the test suite (use with --output)")
     dab.add_argument(
-        "--output", default="docs/experiments/dots-and-boxes-thesis.md", help="markdown output path (PNGs beside it)"
+        "--output",
+        default=None,
+        help="markdown output path, PNGs beside it "
+        f"(default docs/experiments/dots-and-boxes-thesis.md; {QUICK_OUTPUT})",
     )
     dab.add_argument("--seed", type=int, default=2023, help="master seed (default 2023)")
     dab.set_defaults(func=_run_dots_and_boxes_thesis)
@@ -100,7 +127,11 @@ def register(subparsers: Any) -> None:
     )
     liars.add_argument("--quick", action="store_true", help="few games (about 10 s); use with --output")
     liars.add_argument(
-        "--output", "--out", dest="output", default="docs/experiments/liars-dice-thesis.md", help="markdown output"
+        "--output",
+        "--out",
+        dest="output",
+        default=None,
+        help=f"markdown output (default docs/experiments/liars-dice-thesis.md; {QUICK_OUTPUT})",
     )
     liars.add_argument("--seed", type=int, default=2024, help="master seed")
     liars.set_defaults(func=_run_liars_dice_thesis)
@@ -112,7 +143,11 @@ def register(subparsers: Any) -> None:
         "measure MCTS on 7x7 k=4 and 15x15 k=5; write them as markdown.",
     )
     ttt.add_argument("--quick", action="store_true", help="few short strength games (about 30 s; test suite)")
-    ttt.add_argument("--output", default="docs/experiments/tictactoe-lab.md", help="markdown output path")
+    ttt.add_argument(
+        "--output",
+        default=None,
+        help=f"markdown output path (default docs/experiments/tictactoe-lab.md; {QUICK_OUTPUT})",
+    )
     ttt.add_argument("--seed", type=int, default=2024, help="master seed")
     ttt.add_argument("--move-time", type=float, default=None, help="MCTS seconds per move (default 1)")
     ttt.add_argument("--strength-games", type=int, default=None, help="games per strength matchup (default 6)")

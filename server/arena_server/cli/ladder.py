@@ -7,7 +7,6 @@ Also the ``arena serve`` options that configure the ladder (:func:`add_serve_arg
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sqlite3
 import sys
 from datetime import UTC, datetime
@@ -19,8 +18,14 @@ from arena.v1 import ladder_pb2 as lp
 from arena.v1 import ladder_pb2_grpc as lp_grpc
 from arena_client.convert import params_to_proto
 from arena_games import GameError, load_game
-from arena_server.cli import CliError
-from arena_server.cli.common import DEFAULT_ADDRESS, open_database, parse_params
+from arena_server.cli import CliError, run_async
+from arena_server.cli.common import (
+    add_connect_timeout_argument,
+    add_server_argument,
+    connect,
+    open_database,
+    parse_params,
+)
 from arena_server.ladder.scheduler import Ladder, LadderConfig, parse_game_spec
 from arena_server.matches.hub import Hub
 
@@ -116,7 +121,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lsub = p.add_subparsers(dest="ladder_command", metavar="WHAT", required=True)
 
     def common(q: argparse.ArgumentParser, pool: bool = True) -> None:
-        q.add_argument("--server", default=DEFAULT_ADDRESS, metavar="HOST:PORT", help="the server")
+        add_server_argument(q)
+        add_connect_timeout_argument(q)
         if pool:
             q.add_argument("--game", "-g", default="rps", help="game (default rps)")
             q.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE", help="game parameter")
@@ -186,14 +192,15 @@ def _selector(args: argparse.Namespace) -> lp.PoolSelector:
 def _call(args: argparse.Namespace, method: str, request: object) -> object:
     async def go() -> object:
         async with grpc.aio.insecure_channel(args.server) as channel:
+            await connect(channel, args.server, args.connect_timeout)
             stub = lp_grpc.LadderServiceStub(channel)
             return await getattr(stub, method)(request, timeout=30)
 
     try:
-        return asyncio.run(go())
+        return run_async(go())
     except grpc.aio.AioRpcError as exc:
         if exc.code() == grpc.StatusCode.UNAVAILABLE:
-            raise CliError(f"cannot reach a server at {args.server}; start one with `arena serve`") from None
+            raise CliError(f"lost the connection to {args.server} ({exc.details()})") from None
         raise CliError(exc.details() or str(exc.code())) from None
 
 
@@ -224,7 +231,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
     for e in board.entries:
         wdl = f"{e.wins}-{e.draws}-{e.losses}"
         print(
-            f"{e.rank:>3}  {e.bot_name:<24} {e.rating:>7.0f} {e.ci95:>6.0f} {e.component:>3} {e.games:>6}  {wdl:<16} "
+            f"{e.rank:>3}  {e.bot_name:<24} {round(e.rating):>7d} {round(e.ci95):>6d} {e.component:>3} "
+            f"{e.games:>6}  {wdl:<16} "
             f"{_ago(e.last_active):<11} {e.paused_reason}"
         )
     return 0
@@ -268,7 +276,7 @@ def _pools(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     """``recompute --check``: read-only, works while a server uses the file."""
     try:
-        result = asyncio.run(ls.check_database(args.db))
+        result = run_async(ls.check_database(args.db))
     except FileNotFoundError:
         raise CliError(f"no database file {args.db}; pass --db with the file `arena serve` uses") from None
     except sqlite3.Error as exc:
@@ -313,7 +321,7 @@ def _recompute(args: argparse.Namespace) -> int:
         print("arena: the stored ratings equal the recomputed ones")
         return 0
 
-    return asyncio.run(go())
+    return run_async(go())
 
 
 def _unpause(args: argparse.Namespace) -> int:
@@ -329,4 +337,4 @@ def _unpause(args: argparse.Namespace) -> int:
         print(f"arena: {args.bot} plays on the ladder again")
         return 0
 
-    return asyncio.run(go())
+    return run_async(go())

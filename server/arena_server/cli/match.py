@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 
 import grpc
 
@@ -15,8 +16,9 @@ from arena_client.convert import params_to_proto, time_control_to_proto
 from arena_client.remote import ServerUnreachable, wait_until_reachable_blocking
 from arena_games import Game
 from arena_server.bots.formats import foreign_formats
-from arena_server.cli import CliError
+from arena_server.cli import CliError, run_async
 from arena_server.cli.common import (
+    SERVER_ENV,
     add_connect_timeout_argument,
     add_game_arguments,
     add_time_control_arguments,
@@ -44,7 +46,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_game_arguments(p)
     add_time_control_arguments(p)
     p.add_argument("--seed", default=None, help="match seed (default: random)")
-    p.add_argument("--server", default=None, metavar="HOST:PORT", help="ask this server to run the match")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--server",
+        default=os.environ.get(SERVER_ENV, "").strip() or None,
+        metavar="HOST:PORT",
+        help=f"ask this server to run the match (default: ${SERVER_ENV} if set, else play here)",
+    )
+    where.add_argument("--local", action="store_true", help=f"play here even when ${SERVER_ENV} is set")
+    p.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        metavar="NAME=TOKEN",
+        help="with --server: seat a connected remote bot of yours (its token from `arena bot register`); repeatable",
+    )
     p.add_argument("--db", default=None, help="(local matches) also store the match in this SQLite file")
     add_connect_timeout_argument(p)
     p.set_defaults(func=run)
@@ -53,12 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     game = game_from_args(args)
     tc = time_control_from_args(args)
+    if args.token and (args.local or not args.server):
+        raise CliError("--token seats remote bots on a server; give --server HOST:PORT (or set $ARENA_SERVER)")
     files = [b for b in args.bots if _format_spec(b)]
     if files:
         return _with_files(args, game, tc, files)
-    if args.server:
+    if args.server and not args.local:
         return _remote(args, game, tc)
-    return asyncio.run(_local(args, game, tc))
+    return run_async(_local(args, game, tc))
 
 
 def _format_spec(bot: str) -> bool:
@@ -68,9 +86,9 @@ def _format_spec(bot: str) -> bool:
 
 def _with_files(args: argparse.Namespace, game: Game, tc: TimeControl, files: list[str]) -> int:
     """A local match with bots given as FORMAT:FILE, run through :func:`~arena_server.matches.evaluate.evaluate`."""
-    if args.server or args.db:
+    if (args.server and not args.local) or args.db:
         raise CliError(
-            f"{files[0]} is a file on this machine: it plays local matches only (without --server and --db); "
+            f"{files[0]} is a file on this machine: it plays local matches only (--local, without --db); "
             "to play it on a server, register it with `arena bot add NAME --FORMAT FILE` or `arena bot submit`"
         )
     try:
@@ -94,13 +112,29 @@ async def _local(args: argparse.Namespace, game: object, tc: object) -> int:
         except HubError as exc:
             raise CliError(str(exc)) from None
         assert running.task is not None
-        record = await running.task
+        try:
+            # Shielded: Ctrl-C aborts the match through the hub (recorded as aborted, seats told) instead of
+            # cancelling the referee in the middle of a move.
+            record = await asyncio.shield(running.task)
+        except asyncio.CancelledError:
+            await hub.shutdown("interrupted (Ctrl-C)", grace=3.0)
+            raise
     finally:
         if store is not None:
             await store.close()
     print(record.summary())
     print(f"seed {record.seed} (sha256 {record.seed_sha256})")
     return 0
+
+
+def _tokens(items: list[str]) -> dict[str, str]:
+    tokens: dict[str, str] = {}
+    for item in items:
+        name, sep, token = item.partition("=")
+        if not sep or not name.strip() or not token.strip():
+            raise CliError(f"--token {item!r} must look like NAME=TOKEN (the token `arena bot register NAME` printed)")
+        tokens[name.strip()] = token.strip()
+    return tokens
 
 
 def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
@@ -110,6 +144,7 @@ def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
         seed=args.seed or "",
         wait=True,
         time_control=time_control_to_proto(tc),  # type: ignore[arg-type]
+        bot_tokens=_tokens(args.token),
     )
     params_to_proto(game.params, request.params)  # type: ignore[attr-defined]
     with grpc.insecure_channel(args.server) as channel:
@@ -125,7 +160,8 @@ def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
             raise CliError(exc.details()) from None  # type: ignore[attr-defined]
     r = response.record
     names = " vs ".join(s.bot_name for s in r.seats)
-    scores = " : ".join(f"{x:g}" for x in r.returns)
-    print(f"match {r.match_id} {r.game}: {names}  {scores}  ({mp.MatchStatus.Name(r.status)}: {r.reason})")
+    scores = " : ".join(f"{x + 0.0:g}" for x in r.returns)  # + 0.0 turns -0.0 into 0
+    status = mp.MatchStatus.Name(r.status).removeprefix("MATCH_STATUS_").lower()
+    print(f"match {r.match_id} {r.game}: {names}  {scores}  ({status}: {r.reason})")
     print(f"seed {r.seed} (sha256 {r.seed_sha256})")
     return 0

@@ -19,8 +19,8 @@ from arena_client import Bot, MatchInfo, MatchResult, Resign, TimeControl, Turn,
 from arena_client.remote import ArenaError, Client
 from arena_games import Game, IllegalActionError, load_game
 from arena_server.cli import CliError
-from arena_server.cli.common import DEFAULT_ADDRESS, add_connect_timeout_argument, parse_params
-from arena_server.matches.terminal import render
+from arena_server.cli.common import add_connect_timeout_argument, add_server_argument, parse_params
+from arena_server.matches.terminal import move_label, render
 
 PROMPT = "your move> "
 RETRY_PROMPT = "try again> "
@@ -41,6 +41,9 @@ class _TurnView:
         return action in self.legal
 
     def illegal_reason(self, player: int, action: int) -> str:
+        rule = self.game.explain_illegal(self.turn.observation, player, action)
+        if rule:
+            return f"{rule}; type help to list the legal moves"
         return f"{self.game.action_to_string(player, action)} is not a legal move now; type help to list them"
 
 
@@ -71,7 +74,7 @@ class HumanBot(Bot):
         assert self.game is not None
         for move in update.moves:
             if move.seat != self.seat:
-                self.say(f"{self.names[move.seat]} played {move.label}")
+                self.say(f"{self.names[move.seat]} played {move_label(self.game.name, move.action, move.label)}")
 
     def act(self, turn: Turn) -> int:
         game = self.game
@@ -93,7 +96,9 @@ class HumanBot(Bot):
                 prompt = RETRY_PROMPT
                 continue
             if text.lower() in ("help", "?"):
-                labels = ", ".join(game.action_to_string(self.seat, a) for a in turn.legal_actions)
+                labels = ", ".join(
+                    move_label(game.name, a, game.action_to_string(self.seat, a)) for a in turn.legal_actions
+                )
                 self.say(f"legal moves: {labels}")
                 continue
             if text.lower() in ("resign", "quit", "exit"):
@@ -125,7 +130,7 @@ class HumanBot(Bot):
         mine = result.returns[self.seat]
         best = max(result.returns)
         verdict = "draw" if all(r == best for r in result.returns) else ("you won" if mine == best else "you lost")
-        scores = ", ".join(f"{n} {r:g}" for n, r in zip(self.names, result.returns, strict=True))
+        scores = ", ".join(f"{n} {r + 0.0:g}" for n, r in zip(self.names, result.returns, strict=True))
         self.say(f"game over: {verdict} ({scores}); {result.reason}")
         self.say(f"seed revealed: {result.seed}")
 
@@ -140,11 +145,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "play",
         help="play a hosted bot yourself, in the terminal",
         description="Play any game against a bot hosted by an Arena server. Moves: r/rock (RPS), b2 "
-        "(tic-tac-toe), an edge number (dots and boxes), 3x5 or liar (Liar's Dice); help lists them.",
+        "(tic-tac-toe), an edge number as printed on the board (dots and boxes; h1,2 / v0,3 are accepted too, "
+        "moves are shown as numbers), 3x5 or liar (Liar's Dice); help lists them.",
     )
     p.add_argument("game", help="game name (see `arena games`)")
     p.add_argument("--vs", required=True, metavar="BOT", help="the bot to play, e.g. random")
-    p.add_argument("--server", default=DEFAULT_ADDRESS, metavar="HOST:PORT", help=f"default {DEFAULT_ADDRESS}")
+    add_server_argument(p)
     p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE", help="game parameter")
     p.add_argument("--seat", type=int, default=None, help="seat to take (default 0: you move first)")
     p.add_argument("--name", default="", help="name to play under (default: a guest name)")

@@ -11,10 +11,9 @@ quickly on long matches, so the "cells" variant is printed beside it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from arena_bots.rps.mind_reader import MindReaderProfile, level_statistics, profile_distance
-from arena_server.cli import CliError
+from arena_server.cli import CliError, run_async
 from arena_server.cli.common import open_database
 from arena_server.store.database import Store
 
@@ -37,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.n <= 12:
         raise CliError(f"--n {args.n} is out of range; use 1..12")
-    return asyncio.run(_profile(args))
+    return run_async(_profile(args))
 
 
 async def build_profile(store: Store, bot: str, n: int, signs: int, limit: int) -> tuple[MindReaderProfile, int]:

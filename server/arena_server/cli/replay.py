@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,8 +16,8 @@ from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import SeatInfo, Termination
 from arena_client.convert import params_from_proto, seat_from_proto, time_control_from_proto
 from arena_games import GameError, load_game
-from arena_server.cli import CliError
-from arena_server.cli.common import DEFAULT_ADDRESS
+from arena_server.cli import CliError, run_async
+from arena_server.cli.common import add_connect_timeout_argument, add_server_argument, connect
 from arena_server.matches.replay import describe_step, feed, read_messages, replay_steps, write_messages
 from arena_server.referee.records import MatchRecord, MoveLog
 from arena_server.seats.framing import FrameError, Framing
@@ -34,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "and compare its answers with what it played on the server.",
     )
     p.add_argument("match_id", nargs="?", help="the match id (see `arena ladder matches BOT`)")
-    p.add_argument("--server", default=DEFAULT_ADDRESS, metavar="HOST:PORT", help="the server")
+    add_server_argument(p)
+    add_connect_timeout_argument(p)
     p.add_argument("--seat", type=int, default=None, help="the seat to export (0-based)")
     p.add_argument("--export", default=None, metavar="FILE", help="write seat N's messages to FILE")
     p.add_argument("--framing", choices=["json", "proto"], default="json", help="file/bot framing (default json)")
@@ -62,15 +62,16 @@ def run(args: argparse.Namespace) -> int:
 
 async def _rpc(args: argparse.Namespace, make: object) -> object:
     async with grpc.aio.insecure_channel(args.server) as channel:
+        await connect(channel, args.server, args.connect_timeout)
         return await make(channel)  # type: ignore[operator]
 
 
 def _call(args: argparse.Namespace, make: object) -> object:
     try:
-        return asyncio.run(_rpc(args, make))
+        return run_async(_rpc(args, make))
     except grpc.aio.AioRpcError as exc:
         if exc.code() == grpc.StatusCode.UNAVAILABLE:
-            raise CliError(f"cannot reach a server at {args.server}; start one with `arena serve`") from None
+            raise CliError(f"lost the connection to {args.server} ({exc.details()})") from None
         raise CliError(exc.details() or str(exc.code())) from None
 
 
@@ -162,7 +163,7 @@ def _feed(args: argparse.Namespace) -> int:
     except FrameError as exc:
         raise CliError(f"{path} is not an exported message file: {exc.message}") from None
     try:
-        report = asyncio.run(feed(messages, args.cmd, Framing(args.framing), args.timeout))
+        report = run_async(feed(messages, args.cmd, Framing(args.framing), args.timeout))
     except FrameError as exc:
         raise CliError(f"the bot's output could not be read: {exc.message}") from None
     except TimeoutError:

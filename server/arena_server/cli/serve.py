@@ -28,12 +28,17 @@ from arena_bots.registry import BotState
 from arena_server.api.server import build_server
 from arena_server.bots.registry import check_sandbox, prepare_registry
 from arena_server.cli import CliError
-from arena_server.cli.common import add_time_control_arguments, open_database, time_control_from_args
+from arena_server.cli.common import (
+    add_time_control_arguments,
+    check_can_listen,
+    open_database,
+    time_control_from_args,
+)
 from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
 from arena_server.cli.ladder import ladder_config, start_ladder
 from arena_server.cli.workers import resolve_workers, serve_workers
 from arena_server.ladder.scheduler import LadderConfig, RatingRefitter
-from arena_server.matches.hub import Hub
+from arena_server.matches.hub import Hub, flush_log
 from arena_server.web.server import WebServer
 
 
@@ -110,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.shutdown_grace <= 600:
         raise CliError(f"--shutdown-grace {args.shutdown_grace:g} is out of range; use 1..600 seconds")
     tc = time_control_from_args(args)
+    check_can_listen(args.host, args.port, "--port")  # one line now, not gRPC's log after the database opened
     workers = resolve_workers(str(args.workers))
     if workers > 1:
         if not args.no_ladder:
@@ -162,6 +168,23 @@ async def _serve(
 ) -> int:
     store = await open_database(db)
     hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
+    # The signal handlers come first: a Ctrl-C at any moment after "serving on" is a clean shutdown.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signame: str) -> None:
+        if stop.is_set():  # a second signal: leave now; the next start marks unfinished matches aborted
+            print(f"arena: {signame} again; exiting at once", file=sys.stderr, flush=True)
+            os._exit(130)
+        print(
+            f"arena: {signame}: shutting down within {grace:g}s; aborting {len(hub.running)} running match(es)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig.name)
     if hub.registry is not None:  # issue 4: registered subprocess bots and submissions
         await prepare_registry(hub.registry, data_dir)
         await check_sandbox(hub.registry, allow_unsandboxed)  # issue 12
@@ -171,9 +194,12 @@ async def _serve(
         hub.hosted = hosted_bots(BotState(state_dir))
     try:
         server, bound = await build_server(hub, host, port)
-    except OSError as exc:
+    except OSError:
         await store.close()
-        raise CliError(f"{exc}; is another server running? pick another --port") from None
+        raise CliError(
+            f"cannot listen on {host}:{port}: the port is taken or the address is not this machine's; "
+            "stop the other server or pick another --port (0 picks a free one)"
+        ) from None
     web = None
     if http_port is not None:  # issue 19: the web interface, same process, same store and hub
         web = WebServer(hub, host, http_port)
@@ -199,22 +225,6 @@ async def _serve(
     print("arena: press Ctrl-C to stop", flush=True)
     ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
     refitter = RatingRefitter(store).start() if ladder is None else None  # --no-ladder still refits
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def on_signal(signame: str) -> None:
-        if stop.is_set():  # a second signal: leave now; the next start marks unfinished matches aborted
-            print(f"arena: {signame} again; exiting at once", file=sys.stderr, flush=True)
-            os._exit(130)
-        print(
-            f"arena: {signame}: shutting down within {grace:g}s; aborting {len(hub.running)} running match(es)",
-            file=sys.stderr,
-            flush=True,
-        )
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal, sig.name)
     await stop.wait()
     deadline = time.monotonic() + grace
     if ladder is not None:
@@ -230,5 +240,6 @@ async def _serve(
         await web.stop()
     await server.stop(grace=min(1.0, max(deadline - time.monotonic() - 0.5, 0.0)))
     await store.close()
+    flush_log()
     print("arena: stopped", file=sys.stderr, flush=True)
     return 0

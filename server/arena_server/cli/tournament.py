@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
-from typing import TextIO
 
 from arena_bots import hosted_bots
+from arena_bots.progress import ProgressBar
 from arena_games import Game, load_game
-from arena_server.cli import CliError
+from arena_server.cli import CliError, Interrupted, run_async
 from arena_server.cli.common import (
     add_game_arguments,
     add_time_control_arguments,
+    check_writable,
     game_from_args,
     open_database,
     time_control_from_args,
@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="PREFIX",
         help="write PREFIX.json, PREFIX-standings.csv, PREFIX-crosstable.csv (default tournament-<id>)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
     p.add_argument(
         "--ray",
         nargs="?",
@@ -76,38 +76,43 @@ def run(args: argparse.Namespace) -> int:
         games = hosted[name].games
         if games and game.name not in games:
             raise CliError(f"bot {name!r} does not play {game.name}; it plays {', '.join(games)}")
-    return asyncio.run(_run(args, game, tc))
+    if args.output is not None:  # checked now, not after an hour of matches
+        check_writable(f"{args.output}.json", "--output")
+    state = _State()
+    try:
+        return run_async(_run(args, game, tc, state))
+    except KeyboardInterrupt:
+        if state.total:
+            raise Interrupted(
+                f"interrupted; {state.done} of {state.total} matches are saved in {args.db}; run the same "
+                "command again to resume"
+            ) from None
+        raise
 
 
-class ProgressBar:
-    """``[#####-----] 12/40 30% 4.1 matches/s ETA 0:07`` on stderr, redrawn in place on a terminal."""
+class _State:
+    """How far the tournament got (for the Ctrl-C message)."""
 
-    def __init__(self, stream: TextIO | None = None, width: int = 30) -> None:
-        self.stream: TextIO = stream or sys.stderr
-        self.width = width
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.last = 0.0
+    done = 0
+    total = 0
+
+
+class _Progress:
+    """The tournament's progress bar (on a terminal only): matches done, rate, ETA."""
+
+    def __init__(self, state: _State, bar: ProgressBar | None) -> None:
+        self.state = state
+        self.bar = bar
 
     def __call__(self, done: int, total: int, resumed: int, elapsed: float) -> None:
-        now = time.monotonic()
-        if self.tty or done in (total, resumed) or now - self.last >= 2.0:
-            self.last = now
-            fraction = done / total if total else 1.0
-            filled = int(self.width * fraction)
+        self.state.done, self.state.total = done, total
+        if self.bar is not None:
             new = done - resumed
-            rate = new / elapsed if elapsed > 0 and new else 0.0
-            eta = (total - done) / rate if rate else 0.0
-            eta_text = f"ETA {int(eta // 60)}:{int(eta % 60):02d}" if rate and done < total else ""
-            extra = f" ({resumed} from an earlier run)" if resumed else ""
-            line = (
-                f"[{'#' * filled}{'-' * (self.width - filled)}] {done}/{total} {fraction:.0%} "
-                f"{rate:.1f} matches/s {eta_text}{extra}"
-            )
-            end = "\r" if self.tty and done < total else "\n"
-            print(line.ljust(100) if self.tty else line, end=end, file=self.stream, flush=True)
+            rate = f"{new / elapsed:.1f} matches/s" if elapsed > 0 and new else ""
+            self.bar.update(done, rate, total=total)
 
 
-async def _run(args: argparse.Namespace, game: Game, tc: object) -> int:
+async def _run(args: argparse.Namespace, game: Game, tc: object, state: _State) -> int:
     store = await open_database(args.db)
     try:
         hub = Hub(store, hosted_bots())
@@ -115,11 +120,20 @@ async def _run(args: argparse.Namespace, game: Game, tc: object) -> int:
             tournament = Tournament(hub, game, args.bots, args.games_per_pair, tc)  # type: ignore[arg-type]
         except TournamentError as exc:
             raise CliError(str(exc)) from None
+        total = len(tournament.slots())
         print(
             f"arena: tournament {tournament.id}: {game!r}, {len(tournament.bots)} bots, "
-            f"{len(tournament.slots())} matches (database {args.db})",
+            f"{total} matches (database {args.db})",
             file=sys.stderr,
         )
+        done = len(await tournament.done_slots())
+        state.done, state.total = done, total
+        if done:
+            print(
+                f"arena: resuming tournament {tournament.id}: {done} of {total} matches were played by an "
+                f"earlier run; playing the other {total - done}",
+                file=sys.stderr,
+            )
         remote = None
         concurrency = args.concurrency
         if args.ray is not None:
@@ -134,11 +148,14 @@ async def _run(args: argparse.Namespace, game: Game, tc: object) -> int:
             await asyncio.to_thread(remote.warm_up, short, tuple(tournament.bots))
             concurrency = max(concurrency, 2 * remote.slots_at_once)  # the round trip to the driver overlaps play
             print(f"arena: on Ray ({remote.slots_at_once} CPUs), {concurrency} matches at once", file=sys.stderr)
+        bar = None if args.quiet else ProgressBar(total, "matches")
         try:
-            result = await tournament.run(concurrency, None if args.quiet else ProgressBar(), remote)
+            result = await tournament.run(concurrency, _Progress(state, bar), remote)
         except TournamentError as exc:
             raise CliError(str(exc)) from None
         finally:
+            if bar is not None:
+                bar.close()
             await hub.shutdown()
             if remote is not None:
                 remote.close()

@@ -36,7 +36,6 @@ import contextlib
 import hashlib
 import math
 import random
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +45,7 @@ import numpy as np
 import arena_server.store.ratings as ls
 from arena_client import Termination, TimeControl
 from arena_games import Game
-from arena_server.matches.hub import Hub, HubError
+from arena_server.matches.hub import Hub, HubError, log
 from arena_server.ratings.fit import ELO_PER_UNIT, PRIOR_SD_ELO, Z95
 from arena_server.referee.records import MatchRecord
 from arena_server.referee.seeds import new_seed
@@ -158,7 +157,7 @@ class RatingRefitter:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the server keeps going; the pool stays dirty and is retried
-            print(f"arena: rating refit failed (retried later): {exc!r}", file=sys.stderr, flush=True)
+            log(f"arena: rating refit failed (retried later): {exc!r}")
             return []
 
     def cancel(self) -> None:
@@ -231,7 +230,7 @@ class Ladder:
                     try:
                         unit = self.pick()
                     except Exception as exc:  # keep scheduling; say what went wrong
-                        print(f"arena: ladder matchmaking failed: {exc!r}", file=sys.stderr, flush=True)
+                        log(f"arena: ladder matchmaking failed: {exc!r}")
                         unit = None
                     if unit is None:
                         break
@@ -405,7 +404,7 @@ class Ladder:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the ladder must outlive any one match
-            print(f"arena: ladder match between {', '.join(names)} failed: {exc!r}", file=sys.stderr, flush=True)
+            log(f"arena: ladder match between {', '.join(names)} failed: {exc!r}")
             await asyncio.sleep(1.0)
 
     async def _play_unit(self, pool: _Pool, names: list[str]) -> None:

@@ -36,6 +36,7 @@ from arena_client import PublicMove, SeatInfo, TimeControl
 from arena_games import CHANCE, Game, GameError, State, load_game
 from arena_server.bots.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
 from arena_server.bots.registry import BotRegistry, default_data_dir, name_key, reserved_names
+from arena_server.matches.terminal import RepeatedLines
 from arena_server.referee.loop import play_match
 from arena_server.referee.records import COMMIT_FAILED, MatchControl, MatchRecord, void_record
 from arena_server.referee.seat import Seat
@@ -641,9 +642,21 @@ def store_problem(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def log(line: str) -> None:
-    """One line on the server's stderr."""
+def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+_LOG = RepeatedLines(_stderr)
+
+
+def log(line: str) -> None:
+    """One line on the server's stderr; the same line again (a failure repeating) is counted: ``… ×12``."""
+    _LOG.emit(line)
+
+
+def flush_log() -> None:
+    """Write the count of a repeated last log line (at shutdown)."""
+    _LOG.flush()
 
 
 def _copy_ending(source: MatchRecord, target: MatchRecord) -> None:

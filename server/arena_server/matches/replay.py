@@ -27,7 +27,7 @@ from arena.v1 import bot_session_pb2 as bs
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
 from arena_client.types import MatchInfo, MatchResult, PublicMove, Termination, Turn, Update
 from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, State
-from arena_server.matches.terminal import render
+from arena_server.matches.terminal import move_label, render
 from arena_server.referee.records import MatchRecord
 from arena_server.seats.framing import FrameError, FrameReader, Framing, encode, parse_payload
 
@@ -280,7 +280,8 @@ def describe_step(record: MatchRecord, step: Step) -> str:
     game = record.game
     who = {s.seat: s.bot_name for s in record.seats}
     moves = ", ".join(
-        f"{'chance' if p == CHANCE else f'seat {p} ({who.get(p, p)})'}: {label}" for p, _a, label in step.actions
+        f"{'chance' if p == CHANCE else f'seat {p} ({who.get(p, p)})'}: {move_label(game.name, a, label)}"
+        for p, a, label in step.actions
     )
     names = tuple(s.bot_name for s in sorted(record.seats, key=lambda s: s.seat))
     # The same pictures as `arena play` and `arena watch`; no "(you)" label, so equal views compare equal.

@@ -7,6 +7,7 @@ in pipes and tests).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from arena_games import Game
@@ -23,6 +24,49 @@ def render(game: Game, observation: Any, seat: int | None = None, names: tuple[s
     if renderer is None:
         return repr(observation)
     return renderer(game, observation, seat, names)
+
+
+class RepeatedLines:
+    """Collapse runs of identical output: the first is written, the rest become one ``… ×12`` line.
+
+    ``emit(text, key)`` writes ``text`` unless ``key`` (default: the text itself) equals the previous one; the
+    count of a run is written when a different key arrives, or at :meth:`flush` (call it at the end).
+
+    Args:
+        write: where lines go (one call per line or block, without a trailing newline).
+    """
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.last: str | None = None
+        self.count = 0
+
+    def emit(self, text: str, key: str | None = None) -> None:
+        """Write ``text``, or count it when its key repeats the previous one."""
+        key = text if key is None else key
+        if key == self.last:
+            self.count += 1
+            return
+        self.flush()
+        self.last, self.count = key, 1
+        self.write(text)
+
+    def flush(self) -> None:
+        """Write the count of the current run if it repeated (and start afresh)."""
+        if self.count > 1:
+            self.write(f"… ×{self.count}")
+        self.last, self.count = None, 0
+
+
+def move_label(game_name: str, action: int, label: str) -> str:
+    """A move as people read it, in the notation they type in ``arena play``.
+
+    Dots and boxes edges are shown by the number the board picture prints on them (``7``), not the engine's
+    ``h1,2`` label, so the move lines and the board use one notation. Other games keep their label.
+    """
+    if game_name == "dots_and_boxes":
+        return str(action)
+    return label or str(action)
 
 
 def _name(names: tuple[str, ...], seat: int, viewer: int | None) -> str:

@@ -19,7 +19,7 @@ from arena_client.types import (
     Turn,
     Update,
 )
-from arena_games import describe_actions
+from arena_games import State, describe_actions
 from arena_server.referee.records import (
     Answer,
 )
@@ -223,4 +223,7 @@ class Asking(RefereeState):
         legal = list(self.state.legal_actions(seat_index))
         label = self.game.action_to_string(seat_index, action) if 0 <= action < self.game.num_distinct_actions else ""
         shown = f"{action} ({label})" if label and not label.startswith("invalid") else str(action)
-        return f"answered {shown}, which is not a legal action (legal: {describe_actions(legal)})"
+        text = f"answered {shown}, which is not a legal action (legal: {describe_actions(legal)})"
+        if 0 <= action < self.game.num_distinct_actions and type(self.state).illegal_reason is not State.illegal_reason:
+            text += f": {self.state.illegal_reason(seat_index, action)}"  # the rule it breaks, in the game's words
+        return text
