@@ -49,9 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--server",
-        default=os.environ.get(SERVER_ENV, "").strip() or None,
+        default=None,
         metavar="HOST:PORT",
-        help=f"ask this server to run the match (default: ${SERVER_ENV} if set, else play here)",
+        help=f"ask this server to run the match (default: ${SERVER_ENV} if set, unless --db or a FORMAT:FILE bot "
+        "says the match is local; else play here)",
     )
     where.add_argument("--local", action="store_true", help=f"play here even when ${SERVER_ENV} is set")
     p.add_argument(
@@ -69,9 +70,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     game = game_from_args(args)
     tc = time_control_from_args(args)
+    files = [b for b in args.bots if _format_spec(b)]
+    if args.server is None and not (args.local or args.db or files):
+        # $ARENA_SERVER stands in for --server only where nothing on the line says "here":
+        # a local database (--db) or a bot file on this machine keeps the match local.
+        args.server = os.environ.get(SERVER_ENV, "").strip() or None
     if args.token and (args.local or not args.server):
         raise CliError("--token seats remote bots on a server; give --server HOST:PORT (or set $ARENA_SERVER)")
-    files = [b for b in args.bots if _format_spec(b)]
     if files:
         return _with_files(args, game, tc, files)
     if args.server and not args.local:
