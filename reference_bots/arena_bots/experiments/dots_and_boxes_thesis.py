@@ -135,7 +135,7 @@ def summary_cell(rates: list[float]) -> str:
     return f"{m:.2f} ± {s:.2f}"
 
 
-def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
+def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None], pool: ev.RunMany | None = None) -> int:
     t_start = time.perf_counter()
     rep = Report()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -155,7 +155,7 @@ def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
     def train(cfg: ev.TrainConfig, label: str) -> ev.RunResult:
         log(f"training {label} ({cfg.repetitions} repetitions, {cfg.generations() + 1} round robins each)")
         steps = cfg.repetitions * (cfg.generations() + 1)
-        return ev.train(cfg, progress=ev.Progress(steps, sys.stderr, f"{label} "))
+        return ev.train(cfg, progress=ev.Progress(steps, sys.stderr, f"{label} "), pool=pool)
 
     # 1. learning curves
     thesis = train(base, "thesis")
@@ -329,7 +329,8 @@ def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, pool: ev.RunMany | None = None) -> int:
+    """Run the experiment; with ``pool`` (``--ray``), every training's repetitions run there in parallel."""
     parser = argparse.ArgumentParser(prog="arena experiment dots-and-boxes-thesis")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--output", default="docs/experiments/dots-and-boxes-thesis.md")
@@ -339,4 +340,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    return run(QUICK if args.quick else FULL, Path(args.output), args.seed, log)
+    return run(QUICK if args.quick else FULL, Path(args.output), args.seed, log, pool)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from arena_server.cli.train import ray_pool
+
 
 def _run_rpsls_thesis(args: argparse.Namespace) -> int:
     from arena_bots.experiments import rpsls_thesis
@@ -39,7 +41,12 @@ def _run_dots_and_boxes_thesis(args: argparse.Namespace) -> int:
     argv = ["--output", args.output, "--seed", str(args.seed)]
     if args.quick:
         argv.append("--quick")
-    return dots_and_boxes_thesis.main(argv)
+    pool = ray_pool(args.ray)
+    try:
+        return dots_and_boxes_thesis.main(argv, pool=pool)
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 def _run_liars_dice_thesis(args: argparse.Namespace) -> int:
@@ -90,6 +97,15 @@ def register(subparsers: Any) -> None:
         "--output", default="docs/experiments/dots-and-boxes-thesis.md", help="markdown output path (PNGs beside it)"
     )
     dab.add_argument("--seed", type=int, default=2023, help="master seed (default 2023)")
+    dab.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the training repetitions on a Ray cluster (a local one without ADDRESS); needs pip install "
+        "'arena[ray]'; the same numbers as without it (docs/cluster.md)",
+    )
     dab.set_defaults(func=_run_dots_and_boxes_thesis)
 
     liars = experiments.add_parser(
