@@ -227,8 +227,29 @@ def worker_main(config: WorkerConfig) -> None:
         sys.exit(1)
 
 
+def worker_state_dir(shared: Path, index: int) -> Path:
+    """Worker ``index``'s own bot-state directory, ``<shared>/worker-<index>``.
+
+    On its first use it starts as a copy of the files directly in ``shared``
+    (what a single-process server or training left there), so every worker's
+    learners start from the same tables; after that the workers learn apart.
+    Each file is copied to a temporary name and renamed, so a half-copied
+    table is never read.
+    """
+    mine = shared / f"worker-{index}"
+    if not mine.exists():
+        staging = shared / f".worker-{index}.{os.getpid()}"
+        staging.mkdir(parents=True, exist_ok=True)
+        for file in shared.iterdir():
+            if file.is_file() and not file.name.startswith("."):
+                shutil.copy2(file, staging / file.name)
+        staging.rename(mine)
+    return mine
+
+
 async def _worker(config: WorkerConfig) -> None:
     from arena_bots import hosted_bots
+    from arena_bots.registry import BotState
     from arena_server.api.server import build_server
     from arena_server.matches.hub import Hub
     from arena_server.store.writer import WorkerStore
@@ -239,7 +260,12 @@ async def _worker(config: WorkerConfig) -> None:
         if config.data_dir:
             hub.registry.data_dir = Path(config.data_dir).resolve()
         await hub.registry.refresh()
-        os.environ.setdefault("ARENA_BOT_STATE_DIR", str(hub.registry.data_dir / "bot-state"))
+        # Hosted learners (the Liar's Dice tables) keep state between matches. Each worker owns a
+        # subdirectory, so two processes never load, update and overwrite the same file.
+        shared = Path(os.environ.get("ARENA_BOT_STATE_DIR") or hub.registry.data_dir / "bot-state")
+        mine = worker_state_dir(shared, config.index)
+        os.environ["ARENA_BOT_STATE_DIR"] = str(mine)
+        hub.hosted = hosted_bots(BotState(mine))
     server, _ = await build_server(hub, config.host, config.port, reuse_port=True)
     await server.start()
     stop = asyncio.Event()
