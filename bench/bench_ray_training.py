@@ -52,7 +52,7 @@ def main() -> None:
     rate = statistics.median(r[1] / s[1] for s, r in zip(singles, rays, strict=True))
     cpus = len(os.sched_getaffinity(0))
     games = REPETITIONS * 100 * 90
-    print(f"train dots-and-boxes: {REPETITIONS} repetitions, {games} games; CPUs available: {cpus}; median of {REPEATS}")
+    print(f"train dots-and-boxes: {REPETITIONS} repetitions, {games} games; CPUs: {cpus}; median of {REPEATS}")
     print(
         f"single process : {statistics.median(s[0] for s in singles):6.1f} s wall, "
         f"{statistics.median(s[1] for s in singles):8,.0f} games/s"
