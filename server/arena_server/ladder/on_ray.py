@@ -140,7 +140,7 @@ class RayMatches:
             RayUnavailable: Ray is missing or the address cannot be reached.
         """
         self.ray: Any = connect(address)
-        self._remote = ray.remote(num_cpus=1, max_retries=2)(_play_slot)
+        self._remote = self.ray.remote(num_cpus=1, max_retries=2)(_play_slot)
 
     def warm_up(self, game: Game, bots: tuple[str, ...]) -> None:
         """Before the clock starts: every worker imports the bots and compiles their kernels (numba)."""
