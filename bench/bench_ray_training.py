@@ -9,7 +9,7 @@ only, start-ups excluded). The two modes alternate ``REPEATS`` times; ratios
 are medians of the per-repeat ratios. Every Ray run's CSV is checked against
 the single-process one (all columns but the wall clock).
 
-Run: ``.venv/bin/python bench/bench_ray_training.py``.
+Run: ``.venv/bin/python bench/bench_ray_training.py [REPETITIONS [REPEATS]]`` (default 10 and 2).
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ def run(folder: str, name: str, ray: bool) -> tuple[float, float, list[dict[str,
 
 
 def main() -> None:
+    global REPETITIONS, REPEATS
+    if len(sys.argv) > 1:
+        REPETITIONS = int(sys.argv[1])
+    if len(sys.argv) > 2:
+        REPEATS = int(sys.argv[2])
     singles, rays = [], []
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(REPEATS):

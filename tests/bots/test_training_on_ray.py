@@ -84,3 +84,29 @@ def test_a_ray_run_resumes_a_checkpoint_left_in_the_middle_of_a_repetition(tmp_p
     rows, weights = numbers(tmp_path / "resumed")
     assert rows == [{k: str(v) for k, v in row.items() if k != "seconds"} for row in whole.rows]
     assert weights == [round(float(w), 6) for w in whole.best_genome({}).weights]
+
+
+def _without_timings(text: str) -> list[str]:
+    """The experiment's markdown without the lines that report wall clock or throughput."""
+    return [line for line in text.splitlines() if "games/s" not in line and " s (" not in line]
+
+
+@pytest.mark.slow
+def test_the_experiment_on_ray_writes_the_same_tables(tmp_path: Path) -> None:
+    """``arena experiment dots-and-boxes-thesis --quick --ray``: every table equals the single-process run's."""
+    outs = {}
+    for name, extra in (("alone", ()), ("ray", ("--ray",))):
+        out = tmp_path / f"{name}.md"
+        command = [sys.executable, "-m", "arena_server.cli", "experiment", "dots-and-boxes-thesis", "--quick"]
+        done = subprocess.run(
+            [*command, "--output", str(out), *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs[name] = out.read_text()
+    assert "repetitions in parallel on Ray" in outs["ray"]
+    assert "## 2. Parameter study" in outs["ray"]
+    assert _without_timings(outs["ray"]) == _without_timings(outs["alone"])

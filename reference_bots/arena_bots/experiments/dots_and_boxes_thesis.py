@@ -165,7 +165,8 @@ def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None], pool: ev.R
     rep.add(
         "## 1. Learning curves (thesis parameters)",
         "",
-        f"{thesis.games} games in {thesis.seconds:.1f} s ({thr:,.0f} games/s, one core, `nice -n 10`, "
+        f"{thesis.games} games in {thesis.seconds:.1f} s ({thr:,.0f} games/s, "
+        f"{'one core, `nice -n 10`' if pool is None else 'repetitions in parallel on Ray'}, "
         f"{plan.repetitions} repetitions). Mean over repetitions; the win rate is the generation's best "
         "individual in 20 games against `greedy` (10 starting).",
         "",
