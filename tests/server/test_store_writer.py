@@ -108,3 +108,24 @@ async def test_a_gone_writer_is_a_clear_error(tmp_path: Path) -> None:
     finally:
         await worker.close()
         await writer.close()
+
+
+async def test_a_worker_ladder_pauses_a_bot_through_the_writer(tmp_path: Path) -> None:
+    """``pause_bot`` (a worker's ladder after repeated failures) is one transaction the writer commits."""
+    from arena_server.store import ratings as ls
+
+    db = tmp_path / "shared.db"
+    writer = await Store.open(db)
+    socket_path = str(tmp_path / "w.sock")
+    unix = await asyncio.start_unix_server(lambda r, w: serve_writes(writer, r, w), socket_path)
+    worker = await WorkerStore.connect(str(db), socket_path)
+    try:
+        await ls.pause_bot(worker, "flaky", 3, "paused after 3 failed matches in a row")
+        assert (await ls.paused_bots(worker.conn)) == {"flaky": (3, "paused after 3 failed matches in a row")}
+    finally:
+        await worker.close()
+        unix.close()
+        await unix.wait_closed()
+        await writer.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT bot_name, paused_version FROM bot_status").fetchall() == [("flaky", 3)]

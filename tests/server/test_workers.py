@@ -145,7 +145,6 @@ def test_shutdown_with_workers_aborts_and_records(tmp_path: Path) -> None:
     [
         (["--workers", "0", "--no-ladder", "--no-http"], "--workers 0 is out of range; use 1..256 or auto"),
         (["--workers", "two"], "--workers 'two' is not a number"),
-        (["--workers", "2"], "the rated ladder runs in one process only; add --no-ladder"),
     ],
 )
 def test_bad_workers_values(tmp_path: Path, extra: list[str], message: str) -> None:

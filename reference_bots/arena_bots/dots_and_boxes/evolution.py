@@ -29,10 +29,10 @@ from __future__ import annotations
 import csv
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 
@@ -186,21 +186,50 @@ def _checkpoint_load(path: Path, cfg: TrainConfig) -> tuple[dict[str, Any], np.n
     return meta, pop, fitness
 
 
-def train(
-    cfg: TrainConfig,
-    out_dir: Path | None = None,
-    *,
-    progress: Progress | None = None,
-    fresh: bool = False,
-    log: Callable[[str], None] | None = None,
-) -> RunResult:
-    """Run every repetition; with ``out_dir``, write ``generations.csv`` and resume from ``checkpoint.npz``.
+class RunMany(Protocol):
+    """Runs independent calls somewhere else (a Ray cluster) and yields their results as they finish."""
 
-    The checkpoint is written after every generation, so an interrupted run
-    continues where it stopped and produces the same numbers as an
-    uninterrupted one.
+    def map_unordered(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
+        """Call ``fn(*args)`` for every ``args`` in ``calls``; yield the results in the order they finish."""
+        ...
+
+
+@dataclass
+class Resume:
+    """Where an interrupted repetition stands: the population, its fitness and every random stream."""
+
+    generation: int
+    """The next generation to evaluate."""
+    pop: np.ndarray
+    fitness: np.ndarray
+    np_state: Any
+    k_state: list[int]
+    t_state: list[int]
+
+
+@dataclass
+class Repetition:
+    """One finished repetition: its rows, its last best individual (weights, rate vs greedy) and its games."""
+
+    repetition: int
+    rows: list[dict[str, Any]]
+    final: tuple[np.ndarray, float]
+    games: int
+
+
+AfterGeneration = Callable[[dict[str, Any], int, Resume | None, tuple[np.ndarray, float] | None], None]
+"""Called after each generation with its row, the generation, the state to resume from
+(None after the last generation) and, after the last one, the final best individual."""
+
+
+def run_repetition(
+    cfg: TrainConfig, rep: int, resume: Resume | None = None, after: AfterGeneration | None = None
+) -> Repetition:
+    """Run repetition ``rep`` of ``cfg`` (from ``resume`` if given); it depends only on ``cfg.seed`` and ``rep``.
+
+    Repetitions are independent (each has its own random streams), so they can
+    run in any order and in any process with the same numbers.
     """
-    cfg.check()
     geo = geometry(cfg.rows, cfg.cols)
     sizes = layer_sizes(cfg.representation, cfg.rows, cfg.cols, cfg.hidden)
     n_w = num_weights(sizes)
@@ -208,14 +237,95 @@ def train(
     gens = cfg.generations()
     n = cfg.population
     games_per_rr = n * (n - 1)
+    rng = np.random.default_rng([cfg.seed, rep])
+    krng = np.array([seed_state(cfg.seed * 7919 + rep, 1)], dtype=np.uint64)
+    trng = np.array([seed_state(cfg.seed * 7919 + rep, 2)], dtype=np.uint64)
+    fitness: np.ndarray | None
+    if resume is not None:
+        rng.bit_generator.state = resume.np_state
+        krng[:] = np.array(resume.k_state, dtype=np.uint64)
+        trng[:] = np.array(resume.t_state, dtype=np.uint64)
+        pop, fitness, gen0 = resume.pop, resume.fitness, resume.generation
+    else:
+        pop, fitness, gen0 = _new_population(cfg, rng, n_w), None, 0
+    rows: list[dict[str, Any]] = []
+    final: tuple[np.ndarray, float] | None = None
+    games = 0
+    for gen in range(gen0, gens + 1):
+        if gen > 0:
+            assert fitness is not None
+            pop = next_generation(cfg, pop, fitness, rng)
+        fitness = K.round_robin(rep_code, sizes, pop, geo.num_edges, geo.num_boxes, geo.edge_boxes, geo.box_edges, krng)
+        games += games_per_rr
+        norm = fitness / (4.0 * (n - 1))
+        row: dict[str, Any] = {
+            "repetition": rep,
+            "generation": gen,
+            "evaluations": (gen + 1) * n,
+            "games": (gen + 1) * games_per_rr,
+            "best": round(float(norm.max()), 6),
+            "mean": round(float(norm.mean()), 6),
+            "worst": round(float(norm.min()), 6),
+            "test_wins": "",
+            "test_draws": "",
+            "test_losses": "",
+        }
+        if cfg.tested(gen):
+            best = pop[int(np.argmax(fitness))]
+            wdl = K.match_vs(
+                rep_code,
+                sizes,
+                best,
+                K.KIND_GREEDY,
+                cfg.test_games,
+                geo.num_edges,
+                geo.num_boxes,
+                geo.edge_boxes,
+                geo.box_edges,
+                trng,
+            )
+            row["test_wins"], row["test_draws"], row["test_losses"] = (int(x) for x in wdl)
+            if gen == gens:
+                final = (best.copy(), float(wdl[0]) / cfg.test_games)
+        rows.append(row)
+        if after is not None:
+            state = (
+                None
+                if gen == gens
+                else Resume(
+                    gen + 1, pop, fitness, rng.bit_generator.state, [int(x) for x in krng], [int(x) for x in trng]
+                )
+            )
+            after(row, gen, state, final if gen == gens else None)
+    assert final is not None  # the last generation is always tested
+    return Repetition(rep, rows, final, games)
+
+
+def train(
+    cfg: TrainConfig,
+    out_dir: Path | None = None,
+    *,
+    progress: Progress | None = None,
+    fresh: bool = False,
+    log: Callable[[str], None] | None = None,
+    pool: RunMany | None = None,
+) -> RunResult:
+    """Run every repetition; with ``out_dir``, write ``generations.csv`` and resume from ``checkpoint.npz``.
+
+    The checkpoint is written after every generation, so an interrupted run
+    continues where it stopped and produces the same numbers as an
+    uninterrupted one. With ``pool`` (``--ray``), the repetitions left run
+    there at the same time; the checkpoint then advances a whole repetition at
+    a time, in repetition order, and the numbers are the same as without it
+    (only the ``seconds`` column, the run's wall clock, differs).
+    """
+    cfg.check()
+    n_w = num_weights(layer_sizes(cfg.representation, cfg.rows, cfg.cols, cfg.hidden))
+    gens = cfg.generations()
     result = RunResult(cfg)
     ckpt: Path | None = None
-    start_rep, start_gen = 0, 0
-    pop: np.ndarray | None = None
-    fitness: np.ndarray | None = None
-    np_state: Any = None
-    k_state: list[int] = []
-    t_state: list[int] = []
+    start_rep = 0
+    resume: Resume | None = None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         ckpt = out_dir / "checkpoint.npz"
@@ -229,90 +339,73 @@ def train(
             result.finals = [(np.array(w, dtype=np.float64), float(r)) for w, r in meta["finals"]]
             result.games = int(meta["games"])
             result.seconds = float(meta["seconds"])
-            np_state, k_state, t_state = meta["np_state"], meta["k_state"], meta["t_state"]
+            if pop.shape[0] > 0:
+                resume = Resume(start_gen, pop, fitness, meta["np_state"], meta["k_state"], meta["t_state"])
             if log:
                 log(f"resuming from {ckpt}: repetition {start_rep + 1}, generation {start_gen}")
     t0 = time.perf_counter() - result.seconds
-    for rep in range(start_rep, cfg.repetitions):
-        resumed = rep == start_rep and pop is not None and pop.shape[0] > 0
-        rng = np.random.default_rng([cfg.seed, rep])
-        krng = np.array([seed_state(cfg.seed * 7919 + rep, 1)], dtype=np.uint64)
-        trng = np.array([seed_state(cfg.seed * 7919 + rep, 2)], dtype=np.uint64)
-        if resumed:
-            rng.bit_generator.state = np_state
-            krng[:] = np.array(k_state, dtype=np.uint64)
-            trng[:] = np.array(t_state, dtype=np.uint64)
-            gen0 = start_gen
+    done_reps = start_rep
+
+    def save(rep: int, gen: int, state: Resume | None) -> None:
+        if ckpt is None:
+            return
+        meta: dict[str, Any] = {
+            "repetition": rep,
+            "generation": gen,
+            "rows": result.rows,
+            "finals": [(w.tolist(), r) for w, r in result.finals],
+            "games": result.games,
+            "seconds": result.seconds,
+        }
+        if state is None:  # the next repetition starts fresh from its own seed
+            meta.update({"repetition": rep + 1, "generation": -1, "np_state": None, "k_state": [], "t_state": []})
+            _checkpoint_save(ckpt, cfg, meta, np.zeros((0, n_w)), np.zeros(0))
         else:
-            pop = _new_population(cfg, rng, n_w)
-            fitness = None
-            gen0 = 0
-        assert pop is not None
-        for gen in range(gen0, gens + 1):
-            if gen > 0:
-                assert fitness is not None
-                pop = next_generation(cfg, pop, fitness, rng)
-            fitness = K.round_robin(
-                rep_code, sizes, pop, geo.num_edges, geo.num_boxes, geo.edge_boxes, geo.box_edges, krng
-            )
-            result.games += games_per_rr
-            norm = fitness / (4.0 * (n - 1))
-            row: dict[str, Any] = {
-                "repetition": rep,
-                "generation": gen,
-                "evaluations": (gen + 1) * n,
-                "games": (gen + 1) * games_per_rr,
-                "best": round(float(norm.max()), 6),
-                "mean": round(float(norm.mean()), 6),
-                "worst": round(float(norm.min()), 6),
-                "test_wins": "",
-                "test_draws": "",
-                "test_losses": "",
-            }
-            if cfg.tested(gen):
-                best = pop[int(np.argmax(fitness))]
-                wdl = K.match_vs(
-                    rep_code,
-                    sizes,
-                    best,
-                    K.KIND_GREEDY,
-                    cfg.test_games,
-                    geo.num_edges,
-                    geo.num_boxes,
-                    geo.edge_boxes,
-                    geo.box_edges,
-                    trng,
-                )
-                row["test_wins"], row["test_draws"], row["test_losses"] = (int(x) for x in wdl)
-                if gen == gens:
-                    result.finals.append((best.copy(), float(wdl[0]) / cfg.test_games))
-            result.seconds = time.perf_counter() - t0
-            row["seconds"] = round(result.seconds, 2)
-            result.rows.append(row)
-            if ckpt is not None:
-                state = {
-                    "repetition": rep,
-                    "generation": gen,
-                    "rows": result.rows,
-                    "finals": [(w.tolist(), r) for w, r in result.finals],
-                    "games": result.games,
-                    "seconds": result.seconds,
-                    "np_state": rng.bit_generator.state,
-                    "k_state": [int(x) for x in krng],
-                    "t_state": [int(x) for x in trng],
-                }
-                if gen == gens:  # the next repetition starts fresh from its own seed
-                    state["repetition"], state["generation"] = rep + 1, -1
-                    pop_s = np.zeros((0, n_w))
-                    _checkpoint_save(ckpt, cfg, state, pop_s, np.zeros(0))
-                else:
-                    _checkpoint_save(ckpt, cfg, state, pop, fitness)
-            if progress is not None:
-                rate = result.games / max(result.seconds, 1e-9)
-                progress.update(
-                    rep * (gens + 1) + gen + 1, f"rep {rep + 1}/{cfg.repetitions} gen {gen}/{gens} {rate:,.0f} games/s"
-                )
-        pop = None
+            meta.update({"np_state": state.np_state, "k_state": state.k_state, "t_state": state.t_state})
+            _checkpoint_save(ckpt, cfg, meta, state.pop, state.fitness)
+
+    def tick(done: int, note: str) -> None:
+        if progress is not None:
+            rate = result.games / max(result.seconds, 1e-9)
+            progress.update(done, f"{note} {rate:,.0f} games/s")
+
+    if pool is None:
+        for rep in range(start_rep, cfg.repetitions):
+
+            def after(
+                row: dict[str, Any],
+                gen: int,
+                state: Resume | None,
+                final: tuple[np.ndarray, float] | None,
+                rep: int = rep,
+            ) -> None:
+                result.games += cfg.population * (cfg.population - 1)
+                result.seconds = time.perf_counter() - t0
+                row["seconds"] = round(result.seconds, 2)
+                result.rows.append(row)
+                if final is not None:
+                    result.finals.append(final)
+                save(rep, gen, state)
+                tick(rep * (gens + 1) + gen + 1, f"rep {rep + 1}/{cfg.repetitions} gen {gen}/{gens}")
+
+            run_repetition(cfg, rep, resume if rep == start_rep else None, after)
+    else:
+        calls = [(cfg, rep, resume if rep == start_rep else None) for rep in range(start_rep, cfg.repetitions)]
+        waiting: dict[int, Repetition] = {}
+        for got in pool.map_unordered(run_repetition, calls):
+            waiting[got.repetition] = got
+            while done_reps in waiting:  # store in repetition order, so the checkpoint stays a prefix
+                r = waiting.pop(done_reps)
+                result.games += r.games
+                result.seconds = time.perf_counter() - t0
+                for row in r.rows:
+                    row["seconds"] = round(result.seconds, 2)
+                result.rows.extend(r.rows)
+                result.finals.append(r.final)
+                save(done_reps, gens, None)
+                done_reps += 1
+            finished = len(waiting) + done_reps
+            tick(finished * (gens + 1), f"{finished}/{cfg.repetitions} repetitions")
     if out_dir is not None:
         write_csv(result.rows, out_dir / "generations.csv")
     return result

@@ -139,7 +139,7 @@ def summary_cell(rates: list[float]) -> str:
     return f"{m:.2f} ± {s:.2f}"
 
 
-def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
+def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None], pool: ev.RunMany | None = None) -> int:
     t_start = time.perf_counter()
     rep = Report()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -159,7 +159,7 @@ def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
     def train(cfg: ev.TrainConfig, label: str) -> ev.RunResult:
         log(f"training {label} ({cfg.repetitions} repetitions, {cfg.generations() + 1} round robins each)")
         steps = cfg.repetitions * (cfg.generations() + 1)
-        return ev.train(cfg, progress=ev.Progress(steps, sys.stderr, f"{label} "))
+        return ev.train(cfg, progress=ev.Progress(steps, sys.stderr, f"{label} "), pool=pool)
 
     # 1. learning curves
     thesis = train(base, "thesis")
@@ -169,7 +169,8 @@ def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
     rep.add(
         "## 1. Learning curves (thesis parameters)",
         "",
-        f"{thesis.games} games in {thesis.seconds:.1f} s ({thr:,.0f} games/s, one core, `nice -n 10`, "
+        f"{thesis.games} games in {thesis.seconds:.1f} s ({thr:,.0f} games/s, "
+        f"{'one core, `nice -n 10`' if pool is None else 'repetitions in parallel on Ray'}, "
         f"{plan.repetitions} repetitions). Mean over repetitions; the win rate is the generation's best "
         "individual in 20 games against `greedy` (10 starting).",
         "",
@@ -333,7 +334,8 @@ def run(plan: Plan, out: Path, seed: int, log: Callable[[str], None]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, pool: ev.RunMany | None = None) -> int:
+    """Run the experiment; with ``pool`` (``--ray``), every training's repetitions run there in parallel."""
     parser = argparse.ArgumentParser(prog="arena experiment dots-and-boxes-thesis")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--output", default=None, help=f"default {DOCUMENT}; with --quick a temporary file")
@@ -344,4 +346,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     out = output_path(args.output, DOCUMENT, args.quick)
-    return run(QUICK if args.quick else FULL, out, args.seed, log)
+    return run(QUICK if args.quick else FULL, out, args.seed, log, pool)

@@ -24,6 +24,7 @@ from typing import Any
 
 from arena_bots.experiments import OutputError
 from arena_server.cli import CliError
+from arena_server.cli.train import ray_pool
 
 QUICK_OUTPUT = "with --quick: a temporary file, never the committed document"
 
@@ -57,7 +58,12 @@ def _run_dots_and_boxes_thesis(args: argparse.Namespace) -> int:
     argv = ["--seed", str(args.seed), *_given("--output", args.output)]
     if args.quick:
         argv.append("--quick")
-    return _main(dots_and_boxes_thesis.main, argv)
+    pool = ray_pool(args.ray)
+    try:
+        return _main(lambda a: dots_and_boxes_thesis.main(a, pool=pool), argv)
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 def _run_liars_dice_thesis(args: argparse.Namespace) -> int:
@@ -117,6 +123,15 @@ def register(subparsers: Any) -> None:
         f"(default docs/experiments/dots-and-boxes-thesis.md; {QUICK_OUTPUT})",
     )
     dab.add_argument("--seed", type=int, default=2023, help="master seed (default 2023)")
+    dab.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the training repetitions on a Ray cluster (a local one without ADDRESS); needs pip install "
+        "'arena[ray]'; the same numbers as without it (docs/cluster.md)",
+    )
     dab.set_defaults(func=_run_dots_and_boxes_thesis)
 
     liars = experiments.add_parser(

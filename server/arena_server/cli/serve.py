@@ -118,11 +118,6 @@ def run(args: argparse.Namespace) -> int:
     check_can_listen(args.host, args.port, "--port")  # one line now, not gRPC's log after the database opened
     workers = resolve_workers(str(args.workers))
     if workers > 1:
-        if not args.no_ladder:
-            raise CliError(
-                f"--workers {workers}: the rated ladder runs in one process only; add --no-ladder, "
-                "or use --workers 1 (docs/cluster.md)"
-            )
         if not args.no_http:
             print(
                 f"arena: --workers {workers}: the web interface is served with --workers 1 only; not serving it",
@@ -138,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 args.data_dir,
                 args.allow_unsandboxed_uploads,
                 args.shutdown_grace,
+                ladder_config(args),
             )
         )
     return loop_runner(args.uvloop)(

@@ -14,9 +14,17 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arena_server.cli import CliError
+
+if TYPE_CHECKING:
+    from arena_server.ladder.on_ray import RayPool
+
+RAY_HELP = (
+    "run the independent repetitions on a Ray cluster (a local one without ADDRESS); needs pip install "
+    "'arena[ray]'; same numbers as without it; this process keeps the files and the checkpoint (docs/cluster.md)"
+)
 
 
 def _hidden(text: str) -> tuple[int, ...]:
@@ -27,6 +35,20 @@ def _hidden(text: str) -> tuple[int, ...]:
     if not sizes or min(sizes) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give one or more positive layer sizes like 10 or 16,8")
     return sizes
+
+
+def ray_pool(address: str | None) -> RayPool | None:
+    """The Ray cluster for ``--ray [ADDRESS]`` (None without ``--ray``); says so on stderr."""
+    if address is None:
+        return None
+    from arena_server.ladder.on_ray import RayPool, RayUnavailable
+
+    try:
+        pool = RayPool(address or None)
+    except RayUnavailable as exc:
+        raise CliError(str(exc)) from None
+    print(f"arena: on Ray ({pool.cpus} CPUs), one repetition per task", file=sys.stderr)
+    return pool
 
 
 def _run_dots_and_boxes(args: argparse.Namespace) -> int:
@@ -53,13 +75,22 @@ def _run_dots_and_boxes(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         cfg.check()
+    except ev.TrainError as exc:
+        raise CliError(str(exc)) from None
+    pool = ray_pool(args.ray)
+    try:
         steps = cfg.repetitions * (cfg.generations() + 1)
         progress = None if args.quiet else ev.Progress(steps, sys.stderr, "train ")
-        result = ev.train(cfg, out, progress=progress, fresh=args.fresh, log=lambda m: print(m, file=sys.stderr))
+        result = ev.train(
+            cfg, out, progress=progress, fresh=args.fresh, log=lambda m: print(m, file=sys.stderr), pool=pool
+        )
     except ev.TrainError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot write to {out}: {exc}") from None
+    finally:
+        if pool is not None:
+            pool.close()
     command = f"{ev.command_line(cfg)} --out {shlex.quote(str(out))}"
     genome = result.best_genome({"command": command, "seed": cfg.seed})
     save_genome(genome, out / "best-genome.json")
@@ -125,6 +156,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint and start over")
     p.add_argument("--no-plots", action="store_true", help="do not draw the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS", help=RAY_HELP)
     p.set_defaults(func=_run_dots_and_boxes)
     from arena_bots.liars_dice.train import add_arguments, train_liars_dice_cfr
 

@@ -24,11 +24,12 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from arena_client import TimeControl
 from arena_server.cli import CliError
+from arena_server.ladder.scheduler import LadderConfig
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,15 @@ class WorkerConfig:
     time_control: TimeControl
     data_dir: str | None
     grace: float
+    ladder: LadderConfig | None = None
+    """This worker's share of the rated ladder (None: no ladder)."""
+
+
+def ladder_share(config: LadderConfig, index: int, workers: int) -> LadderConfig:
+    """Worker ``index``'s ladder: an equal share of ``--concurrency`` (at least 1) and its own pairing seed."""
+    share = max(1, -(-config.concurrency // workers))
+    seed = None if config.seed is None else config.seed * 1009 + index
+    return replace(config, concurrency=share, seed=seed)
 
 
 def resolve_workers(value: str) -> int:
@@ -91,12 +101,17 @@ async def serve_workers(
     data_dir: str | None,
     allow_unsandboxed: bool,
     grace: float,
+    ladder: LadderConfig | None = None,
 ) -> int:
-    """Run the main process of a multi-process server until SIGTERM/SIGINT; returns the exit status."""
+    """Run the main process of a multi-process server until SIGTERM/SIGINT; returns the exit status.
+
+    With ``ladder``, every worker runs a ladder over the bots it can reach (the hosted bots and the
+    remote bots connected to it) with a share of the concurrency; the main process refits the ratings.
+    """
     from arena_bots import hosted_bots
     from arena_server.bots.registry import check_sandbox, prepare_registry
     from arena_server.cli.common import open_database
-    from arena_server.ladder.scheduler import RatingRefitter
+    from arena_server.ladder.scheduler import RatingRefitter, ladder_game
     from arena_server.matches.hub import Hub
     from arena_server.store.writer import serve_writes
 
@@ -126,7 +141,19 @@ async def serve_workers(
     procs = [
         context.Process(
             target=worker_main,
-            args=(WorkerConfig(i, host, bound, db, socket_path, tc, data_dir, grace),),
+            args=(
+                WorkerConfig(
+                    i,
+                    host,
+                    bound,
+                    db,
+                    socket_path,
+                    tc,
+                    data_dir,
+                    grace,
+                    None if ladder is None else ladder_share(ladder, i, workers),
+                ),
+            ),
             name=f"arena-worker-{i}",
         )
         for i in range(workers)
@@ -186,7 +213,15 @@ async def serve_workers(
                 flush=True,
             )
             print("arena: press Ctrl-C to stop", flush=True)
-            refitter = RatingRefitter(store).start()
+            if ladder is not None:
+                games = ", ".join(repr(ladder_game(g)) for g in ladder.games)
+                share = ladder_share(ladder, 0, workers).concurrency
+                print(
+                    f"arena: ladder running for {games} in every worker (concurrency {share} per worker, "
+                    f"{ladder.per_bot} per bot per worker)",
+                    flush=True,
+                )
+            refitter = RatingRefitter(store, 2.0 if ladder is None else ladder.refit_interval).start()
             stopped = asyncio.ensure_future(stop.wait())
             await asyncio.wait({watcher, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if watcher.done() and not stop.is_set():
@@ -227,9 +262,31 @@ def worker_main(config: WorkerConfig) -> None:
         sys.exit(1)
 
 
+def worker_state_dir(shared: Path, index: int) -> Path:
+    """Worker ``index``'s own bot-state directory, ``<shared>/worker-<index>``.
+
+    On its first use it starts as a copy of the files directly in ``shared``
+    (what a single-process server or training left there), so every worker's
+    learners start from the same tables; after that the workers learn apart.
+    Each file is copied to a temporary name and renamed, so a half-copied
+    table is never read.
+    """
+    mine = shared / f"worker-{index}"
+    if not mine.exists():
+        staging = shared / f".worker-{index}.{os.getpid()}"
+        staging.mkdir(parents=True, exist_ok=True)
+        for file in shared.iterdir():
+            if file.is_file() and not file.name.startswith("."):
+                shutil.copy2(file, staging / file.name)
+        staging.rename(mine)
+    return mine
+
+
 async def _worker(config: WorkerConfig) -> None:
     from arena_bots import hosted_bots
+    from arena_bots.registry import BotState
     from arena_server.api.server import build_server
+    from arena_server.ladder.scheduler import Ladder
     from arena_server.matches.hub import Hub
     from arena_server.store.writer import WorkerStore
 
@@ -239,7 +296,12 @@ async def _worker(config: WorkerConfig) -> None:
         if config.data_dir:
             hub.registry.data_dir = Path(config.data_dir).resolve()
         await hub.registry.refresh()
-        os.environ.setdefault("ARENA_BOT_STATE_DIR", str(hub.registry.data_dir / "bot-state"))
+        # Hosted learners (the Liar's Dice tables) keep state between matches. Each worker owns a
+        # subdirectory, so two processes never load, update and overwrite the same file.
+        shared = Path(os.environ.get("ARENA_BOT_STATE_DIR") or hub.registry.data_dir / "bot-state")
+        mine = worker_state_dir(shared, config.index)
+        os.environ["ARENA_BOT_STATE_DIR"] = str(mine)
+        hub.hosted = hosted_bots(BotState(mine))
     server, _ = await build_server(hub, config.host, config.port, reuse_port=True)
     await server.start()
     stop = asyncio.Event()
@@ -247,16 +309,27 @@ async def _worker(config: WorkerConfig) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await store.announce_ready(config.index)
+    ladder = None
+    if config.ladder is not None:
+        ladder = Ladder(hub, config.ladder, refit=False)  # the main process refits; this one reads
+        ladder.start()
     lost = asyncio.ensure_future(store.lost.wait())
     await asyncio.wait({lost, asyncio.ensure_future(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
     if store.lost.is_set() and not stop.is_set():
         # The main process died (SIGKILL, crash): nothing can be stored any more, so stop serving; the
         # next start marks the matches left running as aborted.
         print(f"arena: worker {config.index}: the main process is gone; stopping", file=sys.stderr, flush=True)
+        if ladder is not None:
+            ladder.halt()
         await hub.shutdown("the server stopped", grace=1.0)
         await server.stop(grace=0)
         await store.close()
         return
+    if ladder is not None:
+        ladder.halt()
     await hub.shutdown("the server is shutting down", grace=max(config.grace - 2.0, 1.0))
+    if ladder is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ladder.stop(), 2.0)
     await server.stop(grace=1.0)
     await store.close()

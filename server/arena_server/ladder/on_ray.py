@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from arena_client import TimeControl
@@ -72,6 +73,63 @@ def _warm(game: Game, bots: tuple[str, ...]) -> int:
     return os.getpid()
 
 
+def connect(address: str | None) -> Any:
+    """Import Ray and join the cluster at ``address``, or start a local one (one worker per usable CPU) when None.
+
+    Raises:
+        RayUnavailable: Ray is missing or the address cannot be reached.
+    """
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("--ray needs Ray: install the optional extra with pip install 'arena[ray]'") from None
+    try:
+        if not ray.is_initialized():
+            ray.init(
+                address=address,
+                num_cpus=None if address else len(os.sched_getaffinity(0)),  # local: the CPUs we may use
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}; check the address") from None
+    return ray
+
+
+class RayPool:
+    """Runs independent calls (training repetitions, experiment games) as Ray tasks, one CPU each.
+
+    The caller keeps whatever writes files or the database; this only ships
+    the calls out and hands their results back as they finish.
+    """
+
+    def __init__(self, address: str | None = None) -> None:
+        """Connect to the cluster at ``address``, or start a local one when None.
+
+        Raises:
+            RayUnavailable: Ray is missing or the address cannot be reached.
+        """
+        self.ray: Any = connect(address)
+
+    @property
+    def cpus(self) -> int:
+        """The cluster's CPUs (how many calls run at once)."""
+        return max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+
+    def map_unordered(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
+        """Run ``fn(*args)`` for every ``args`` in ``calls`` on the cluster; yield the results as they finish."""
+        remote = self.ray.remote(num_cpus=1, max_retries=2)(fn)
+        pending = [remote.remote(*args) for args in calls]
+        while pending:
+            done, pending = self.ray.wait(pending, num_returns=1)
+            yield self.ray.get(done[0])
+
+    def close(self) -> None:
+        """Disconnect (a local cluster started here stops)."""
+        self.ray.shutdown()
+
+
 class RayMatches:
     """Plays tournament slots as Ray tasks; ``slots_at_once`` is how many the cluster runs together."""
 
@@ -81,23 +139,8 @@ class RayMatches:
         Raises:
             RayUnavailable: Ray is missing or the address cannot be reached.
         """
-        try:
-            import ray
-        except ImportError:
-            raise RayUnavailable("--ray needs Ray: install the optional extra with pip install 'arena[ray]'") from None
-        self.ray: Any = ray
-        try:
-            if not ray.is_initialized():
-                ray.init(
-                    address=address,
-                    num_cpus=None if address else len(os.sched_getaffinity(0)),  # local: the CPUs we may use
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    configure_logging=False,
-                )
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}; check the address") from None
-        self._remote = ray.remote(num_cpus=1, max_retries=2)(_play_slot)
+        self.ray: Any = connect(address)
+        self._remote = self.ray.remote(num_cpus=1, max_retries=2)(_play_slot)
 
     def warm_up(self, game: Game, bots: tuple[str, ...]) -> None:
         """Before the clock starts: every worker imports the bots and compiles their kernels (numba)."""

@@ -121,17 +121,26 @@ class RatingRefitter:
     own so that challenge results are still rated. Reads never refit.
     """
 
-    def __init__(self, store: Any, interval: float = 2.0, after: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        interval: float = 2.0,
+        after: Callable[[], Awaitable[None]] | None = None,
+        write: bool = True,
+    ) -> None:
         """Set up (nothing runs until :meth:`start`).
 
         Args:
             store: The :class:`~arena_server.store.database.Store`.
             interval: Seconds between checks for dirty pools.
             after: Run after every refit (the ladder reloads its ratings).
+            write: False in a worker of ``arena serve --workers N``: the main process refits, and this
+                only runs ``after`` every ``interval`` to read the fitted ratings.
         """
         self.store = store
         self.interval = interval
         self.after = after
+        self.write = write
         self.refits = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -149,7 +158,7 @@ class RatingRefitter:
     async def refit_now(self) -> list[str]:
         """Refit every dirty pool now; a failure is logged in one line and retried next time."""
         try:
-            pools = await ls.refit_dirty(self.store)
+            pools = await ls.refit_dirty(self.store) if self.write else []
             self.refits += len(pools)
             if self.after is not None:
                 await self.after()
@@ -192,7 +201,13 @@ class _Pool:
 class Ladder:
     """Runs rated matches continuously until :meth:`stop`."""
 
-    def __init__(self, hub: Hub, config: LadderConfig) -> None:
+    def __init__(self, hub: Hub, config: LadderConfig, refit: bool = True) -> None:
+        """Set up for ``hub`` (nothing runs until :meth:`start`).
+
+        With ``refit`` False (a worker of ``arena serve --workers N``, whose
+        store cannot write the fitted table) it only reloads the ratings that
+        the main process fits.
+        """
         if hub.store is None:
             raise ValueError("the ladder needs a store")
         if config.concurrency < 1 or config.per_bot < 1:
@@ -212,7 +227,7 @@ class Ladder:
         self._stopping = False
         self._turn = 0
         self._task: asyncio.Task[None] | None = None
-        self.refitter = RatingRefitter(self.store, config.refit_interval, self.refresh)
+        self.refitter = RatingRefitter(self.store, config.refit_interval, self.refresh, write=refit)
         self._loaded_pairs = False
 
     # -- lifecycle --------------------------------------------------------------------------------

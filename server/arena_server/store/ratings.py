@@ -656,13 +656,18 @@ async def paused_bots(conn: aiosqlite.Connection) -> dict[str, tuple[int, str]]:
 
 
 async def pause_bot(store: Any, name: str, version: int, reason: str) -> None:
-    async with store.write_lock:
-        await store.conn.execute(
+    """Pause ``name`` at ``version`` (in one transaction, so a worker's store sends it to the writer)."""
+    at = datetime.now(UTC).isoformat()
+
+    async def work(conn: Any) -> None:
+        await conn.execute(
             "INSERT INTO bot_status (bot_name, paused_version, paused_reason, paused_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (bot_name) DO UPDATE SET paused_version = excluded.paused_version, "
             "paused_reason = excluded.paused_reason, paused_at = excluded.paused_at",
-            (name, version, reason, datetime.now(UTC).isoformat()),
+            (name, version, reason, at),
         )
+
+    await store.run_in_transaction(work)
 
 
 async def unpause_bot(store: Any, name: str) -> None:
