@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -105,8 +106,8 @@ for line in sys.stdin:
 """
 
 
-def bare_round_trips(moves: int) -> list[float]:
-    child = subprocess.Popen([sys.executable, "-c", ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+def bare_round_trips(moves: int, echo: list[str]) -> list[float]:
+    child = subprocess.Popen(echo, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
     assert child.stdin is not None and child.stdout is not None
     fd_in, fd_out = child.stdin.fileno(), child.stdout.fileno()
     times = []
@@ -124,11 +125,9 @@ def bare_round_trips(moves: int) -> list[float]:
     return times
 
 
-async def asyncio_round_trips(moves: int) -> list[float]:
+async def asyncio_round_trips(moves: int, echo: list[str]) -> list[float]:
     """The bare ping-pong again, with the parent on asyncio pipes (the seat's transport) and no protocol."""
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", ECHO, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-    )
+    child = await asyncio.create_subprocess_exec(*echo, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert child.stdin is not None and child.stdout is not None
     times = []
     try:
@@ -143,10 +142,10 @@ async def asyncio_round_trips(moves: int) -> list[float]:
     return times
 
 
-async def seat_round_trips(framing: Framing, moves: int, script: Path) -> tuple[list[float], float]:
+async def seat_round_trips(framing: Framing, moves: int, command: list[str]) -> tuple[list[float], float]:
     """Per-move round trips, and the bot's own median work per move (read to flushed answer) in seconds."""
     program = BotProgram(
-        [sys.executable, str(script)],
+        command,
         framing,
         env={"PYTHONPATH": str(ROOT / "proto")},
         limits=Limits(run_as=None),  # the venv interpreter is not readable by nobody on every machine
@@ -186,6 +185,7 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="both")
+    parser.add_argument("--no-c", dest="c", action="store_false", help="skip the C rows (they need gcc)")
     args = parser.parse_args()
     try:
         import uvloop
@@ -202,23 +202,46 @@ def main() -> None:
             uvloop.run(measure(args))
 
 
+def build_c(tmp: Path) -> dict[str, list[str]] | None:
+    """Compiles the C echo child and the C proto bot (bench/stdio_c/) with gcc -O2; None without gcc."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        return None
+    built = {}
+    for name in ("echo", "proto_bot"):
+        exe = tmp / name
+        subprocess.run([gcc, "-O2", "-o", str(exe), str(ROOT / "bench" / "stdio_c" / f"{name}.c")], check=True)
+        built[name] = [str(exe)]
+    return built
+
+
 async def measure(args: argparse.Namespace) -> None:
     """Every measurement, interleaved, on the running event loop; prints the table."""
+    py_echo = [sys.executable, "-c", ECHO]
     with tempfile.TemporaryDirectory() as tmp:
         proto_bot = Path(tmp) / "proto_bot.py"
         proto_bot.write_text(PROTO_BOT)
         json_bot = Path(tmp) / "json_bot.py"
         json_bot.write_text(JSON_BOT)
+        c = build_c(Path(tmp)) if args.c else None
         warm = max(args.moves // 10, 50)
-        await seat_round_trips(Framing.PROTO, warm * 5, proto_bot)  # a first match warms up the server side
+        py_proto = [sys.executable, str(proto_bot)]
+        await seat_round_trips(Framing.PROTO, warm * 5, py_proto)  # a first match warms up the server side
         # Each measurement runs --runs times, interleaved; the run with the lowest median counts.
         # On this 2-vCPU VM a run lands in one of two modes (about 70 or 100 us for proto) depending
         # on where the scheduler places the two processes; the best run is the repeatable figure.
         runs: dict[str, list[tuple[list[float], float]]] = {"bare": [], "asyncio": [], "proto": [], "json": []}
+        if c is not None:
+            runs.update({"c-bare": [], "c-async": [], "c-proto": []})
         for _ in range(args.runs):
-            runs["bare"].append((bare_round_trips(args.moves + warm)[warm:], 0.0))
-            runs["asyncio"].append(((await asyncio_round_trips(args.moves + warm))[warm:], 0.0))
-            for name, framing, bot in (("proto", Framing.PROTO, proto_bot), ("json", Framing.JSON, json_bot)):
+            runs["bare"].append((bare_round_trips(args.moves + warm, py_echo)[warm:], 0.0))
+            runs["asyncio"].append(((await asyncio_round_trips(args.moves + warm, py_echo))[warm:], 0.0))
+            seats = [("proto", Framing.PROTO, py_proto), ("json", Framing.JSON, [sys.executable, str(json_bot)])]
+            if c is not None:
+                runs["c-bare"].append((bare_round_trips(args.moves + warm, c["echo"])[warm:], 0.0))
+                runs["c-async"].append(((await asyncio_round_trips(args.moves + warm, c["echo"]))[warm:], 0.0))
+                seats.append(("c-proto", Framing.PROTO, c["proto_bot"]))
+            for name, framing, bot in seats:
                 times, work = await seat_round_trips(framing, args.moves + warm, bot)
                 runs[name].append((times[warm:], work))
     best = {name: min(results, key=lambda r: statistics.median(r[0])) for name, results in runs.items()}
@@ -240,13 +263,26 @@ async def measure(args: argparse.Namespace) -> None:
     )
     # Where a move's time goes: the bot's own decode/answer/encode (timed inside the bot), the
     # bare pipe round trip, and the rest, which is the server's side (encode, asyncio, decode).
-    for name, times, work in (("proto", proto, proto_work), ("json", as_json, json_work)):
-        med = statistics.median(times)
-        server = med - work - base
+    split = [("proto", proto, proto_work, base), ("json", as_json, json_work, base)]
+    if "c-proto" in best:
+        c_bare, c_async = statistics.median(best["c-bare"][0]), statistics.median(best["c-async"][0])
+        c_proto, c_work = best["c-proto"]
+        print("like for like, every child in C: echo.c for the baselines, proto_bot.c behind the seat")
+        print(describe("c-bare", best["c-bare"][0], None))
+        print(describe("c-async", best["c-async"][0], c_bare))
+        print(describe("c-proto", c_proto, c_bare))
         print(
-            f"{name:<8} the bot's own work {work * 1e6:6.1f} us ({work / base:4.2f}x bare), "
-            f"pipes {base * 1e6:5.1f} us, server side {server * 1e6:6.1f} us ({server / base:4.2f}x bare); "
-            f"with no server work at all the ratio would be {(work + base) / base:4.2f}"
+            f"c-proto/c-async = {statistics.median(c_proto) / c_async:.2f} (target <= 1.3); "
+            f"c-proto/c-bare = {statistics.median(c_proto) / c_bare:.2f}"
+        )
+        split.append(("c-proto", c_proto, c_work, c_bare))
+    for name, times, work, pipes in split:
+        med = statistics.median(times)
+        server = med - work - pipes
+        print(
+            f"{name:<8} the bot's own work {work * 1e6:6.1f} us ({work / pipes:4.2f}x bare), "
+            f"pipes {pipes * 1e6:5.1f} us, server side {server * 1e6:6.1f} us ({server / pipes:4.2f}x bare); "
+            f"with no server work at all the ratio would be {(work + pipes) / pipes:4.2f}"
         )
 
 
