@@ -125,25 +125,35 @@ def bare_round_trips(moves: int, echo: list[str]) -> list[float]:
     return times
 
 
-async def asyncio_round_trips(moves: int, echo: list[str]) -> list[float]:
-    """The bare ping-pong again, with the parent on asyncio pipes (the seat's transport) and no protocol."""
+async def asyncio_round_trips(moves: int, echo: list[str], cpu: list[float]) -> list[float]:
+    """The bare ping-pong again, with the parent on asyncio pipes (the seat's transport) and no protocol.
+
+    Appends this process's CPU time per round trip (``time.thread_time``, the loop only) to ``cpu``.
+    """
     child = await asyncio.create_subprocess_exec(*echo, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert child.stdin is not None and child.stdout is not None
     times = []
     try:
+        cpu_start = time.thread_time()
         for _ in range(moves):
             start = time.perf_counter()
             child.stdin.write(b"ping1234")
             await child.stdout.readexactly(8)
             times.append(time.perf_counter() - start)
+        cpu.append((time.thread_time() - cpu_start) / moves)
     finally:
         child.stdin.close()
         await child.wait()
     return times
 
 
-async def seat_round_trips(framing: Framing, moves: int, command: list[str]) -> tuple[list[float], float]:
-    """Per-move round trips, and the bot's own median work per move (read to flushed answer) in seconds."""
+async def seat_round_trips(
+    framing: Framing, moves: int, command: list[str], cpu: list[float] | None = None
+) -> tuple[list[float], float]:
+    """Per-move round trips, and the bot's own median work per move (read to flushed answer) in seconds.
+
+    Appends the server side's CPU time per move (``time.thread_time``, the move loop only) to ``cpu``.
+    """
     program = BotProgram(
         command,
         framing,
@@ -161,12 +171,15 @@ async def seat_round_trips(framing: Framing, moves: int, command: list[str]) -> 
     legal = state.legal_actions(0)
     times = []
     try:
+        cpu_start = time.thread_time()
         for turn_id in range(1, moves + 1):
             turn = Turn("bench", turn_id, 0, obs, legal, timedelta(seconds=1), timedelta(seconds=10))
             start = time.perf_counter()
             answer = await seat.ask(turn, (), 5.0)
             times.append(time.perf_counter() - start)
             assert answer.failure is None, answer.reason
+        if cpu is not None:
+            cpu.append((time.thread_time() - cpu_start) / moves)
         reports = [line for line in seat.stderr_log().splitlines() if line.startswith("work_us ")]
     finally:
         await seat.close()
@@ -231,18 +244,21 @@ async def measure(args: argparse.Namespace) -> None:
         # On this 2-vCPU VM a run lands in one of two modes (about 70 or 100 us for proto) depending
         # on where the scheduler places the two processes; the best run is the repeatable figure.
         runs: dict[str, list[tuple[list[float], float]]] = {"bare": [], "asyncio": [], "proto": [], "json": []}
+        cpu: dict[str, list[float]] = {"asyncio": [], "proto": [], "json": [], "c-async": [], "c-proto": []}
         if c is not None:
             runs.update({"c-bare": [], "c-async": [], "c-proto": []})
         for _ in range(args.runs):
             runs["bare"].append((bare_round_trips(args.moves + warm, py_echo)[warm:], 0.0))
-            runs["asyncio"].append(((await asyncio_round_trips(args.moves + warm, py_echo))[warm:], 0.0))
+            echoed = await asyncio_round_trips(args.moves + warm, py_echo, cpu["asyncio"])
+            runs["asyncio"].append((echoed[warm:], 0.0))
             seats = [("proto", Framing.PROTO, py_proto), ("json", Framing.JSON, [sys.executable, str(json_bot)])]
             if c is not None:
                 runs["c-bare"].append((bare_round_trips(args.moves + warm, c["echo"])[warm:], 0.0))
-                runs["c-async"].append(((await asyncio_round_trips(args.moves + warm, c["echo"]))[warm:], 0.0))
+                echoed = await asyncio_round_trips(args.moves + warm, c["echo"], cpu["c-async"])
+                runs["c-async"].append((echoed[warm:], 0.0))
                 seats.append(("c-proto", Framing.PROTO, c["proto_bot"]))
             for name, framing, bot in seats:
-                times, work = await seat_round_trips(framing, args.moves + warm, bot)
+                times, work = await seat_round_trips(framing, args.moves + warm, bot, cpu[name])
                 runs[name].append((times[warm:], work))
     best = {name: min(results, key=lambda r: statistics.median(r[0])) for name, results in runs.items()}
     bare, on_asyncio = best["bare"][0], best["asyncio"][0]
@@ -276,6 +292,13 @@ async def measure(args: argparse.Namespace) -> None:
             f"c-proto/c-bare = {statistics.median(c_proto) / c_bare:.2f}"
         )
         split.append(("c-proto", c_proto, c_work, c_bare))
+        # CPU time of this process per move, the median over the runs: unlike wall-clock times it
+        # does not depend on where the scheduler puts the child, so it is the steadier figure.
+        c_cpu = {name: statistics.median(cpu[name]) for name in ("c-async", "c-proto")}
+        print(
+            f"server CPU per move: c-async {c_cpu['c-async'] * 1e6:.1f} us, c-proto {c_cpu['c-proto'] * 1e6:.1f} us "
+            f"({c_cpu['c-proto'] / c_cpu['c-async']:.2f}x); median of {args.runs} runs"
+        )
     for name, times, work, pipes in split:
         med = statistics.median(times)
         server = med - work - pipes

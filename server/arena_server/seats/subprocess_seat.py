@@ -36,6 +36,7 @@ from arena_server.seats.framing import (
     FrameParser,
     Framing,
     encode,
+    encode_turn,
     parse_payload,
 )
 from arena_server.seats.process import (
@@ -150,7 +151,7 @@ class SubprocessSeat(Seat):
         stderr_before = self.log.total
         self.last_turn = message = bs.ServerMessage()
         turn_to_proto(turn, moves, message.turn)
-        self._send(message)
+        self._send(message, encode_turn(message, self.program.framing))
         # The bot's clock starts once the Turn is in the pipe (the write returned) ...
         sent = time.perf_counter()
         if self._failure is not None:
@@ -286,11 +287,12 @@ class SubprocessSeat(Seat):
         )
         return None
 
-    def _send(self, message: bs.ServerMessage) -> None:
+    def _send(self, message: bs.ServerMessage, data: bytes | None = None) -> None:
+        """Write ``message`` to the bot (``data``: its frame, when the caller has encoded it already)."""
         if not self._process.writable:
             return
         self.last_sent = message
-        if not self._process.write(encode(message, self.program.framing)):
+        if not self._process.write(encode(message, self.program.framing) if data is None else data):
             self._fail(
                 Termination.PROTOCOL_ERROR,
                 f"does not read its stdin: more than {STDIN_BACKLOG_LIMIT >> 20} MiB of messages are waiting for it",
