@@ -11,6 +11,20 @@ Four measurements in the same run, all between two Python processes on pipes:
 * **json**: the same with JSON-lines framing (``arena_server.seats.proto_json`` on the server
   side, the ``json`` module in the bot).
 
+Three more rows compare like with like, every child process in C (``bench/stdio_c/``, built
+with ``gcc -O2`` into a temporary directory; skipped without gcc or with ``--no-c``):
+
+* **c-bare** and **c-async**: the two baselines again with ``echo.c`` as the child, which
+  echoes 8 bytes with one ``read(2)`` and one ``write(2)``;
+* **c-proto**: ``SubprocessSeat.ask`` as in **proto**, with ``proto_bot.c`` as the bot: one
+  ``read(2)`` for the frame, a hand-written walk over the protobuf fields it needs (match id,
+  turn id, first legal action), the Action encoded by hand and sent with one ``write(2)``.
+  Its own work is well under a microsecond, so what is left is the pipes and the server.
+
+For the c rows it also prints this process's CPU time per move (``time.thread_time`` around
+the move loop, median over the runs) for ``c-async`` and ``c-proto``: it does not depend on
+where the scheduler puts the child, so it is the steadier figure on a shared machine.
+
 Each runs ``--runs`` times, interleaved, and the best run counts. The bots time their own
 work per move (from reading a Turn to flushing the Action) and report it on stderr, so the
 script can split a move into the bot's work, the bare pipes, and the server side.
@@ -19,8 +33,8 @@ The whole table is printed once per event loop: the standard asyncio loop, then 
 it is installed (``pip install 'arena[uvloop]'``; ``arena serve --uvloop`` serves on it); the
 ratios of each table are against the baselines measured on that loop in the same run.
 
-Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3] [--loop asyncio|uvloop|both]``.
-Target: proto <= 1.3x the bare asyncio pipe ping-pong.
+Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3] [--loop asyncio|uvloop|both] [--no-c]``.
+Target: proto <= 1.3x the bare asyncio pipe ping-pong; like for like, c-proto <= 1.3x c-async.
 """
 
 from __future__ import annotations
