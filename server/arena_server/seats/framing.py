@@ -136,7 +136,7 @@ _ONE_BYTE_VARINTS = tuple(bytes((n,)) for n in range(0x80))
 def encode_turn(message: bs.ServerMessage, framing: Framing) -> bytes:
     """:func:`encode` for a ServerMessage that carries a Turn, the one message sent every move.
 
-    A Turn has no map field (``tests/server/test_move_path.py`` checks the descriptors), so
+    A Turn has no map field (``tests/server/test_stdio_turn_frame.py`` checks the descriptors), so
     protobuf's plain serialisation is already deterministic and the sorting pass of
     ``deterministic=True`` (about half of the encoding time) is skipped; the bytes are the
     same as :func:`encode`'s.
