@@ -11,6 +11,20 @@ Four measurements in the same run, all between two Python processes on pipes:
 * **json**: the same with JSON-lines framing (``arena_server.seats.proto_json`` on the server
   side, the ``json`` module in the bot).
 
+Three more rows compare like with like, every child process in C (``bench/stdio_c/``, built
+with ``gcc -O2`` into a temporary directory; skipped without gcc or with ``--no-c``):
+
+* **c-bare** and **c-async**: the two baselines again with ``echo.c`` as the child, which
+  echoes 8 bytes with one ``read(2)`` and one ``write(2)``;
+* **c-proto**: ``SubprocessSeat.ask`` as in **proto**, with ``proto_bot.c`` as the bot: one
+  ``read(2)`` for the frame, a hand-written walk over the protobuf fields it needs (match id,
+  turn id, first legal action), the Action encoded by hand and sent with one ``write(2)``.
+  Its own work is well under a microsecond, so what is left is the pipes and the server.
+
+For the c rows it also prints this process's CPU time per move (``time.thread_time`` around
+the move loop, median over the runs) for ``c-async`` and ``c-proto``: it does not depend on
+where the scheduler puts the child, so it is the steadier figure on a shared machine.
+
 Each runs ``--runs`` times, interleaved, and the best run counts. The bots time their own
 work per move (from reading a Turn to flushing the Action) and report it on stderr, so the
 script can split a move into the bot's work, the bare pipes, and the server side.
@@ -19,8 +33,8 @@ The whole table is printed once per event loop: the standard asyncio loop, then 
 it is installed (``pip install 'arena[uvloop]'``; ``arena serve --uvloop`` serves on it); the
 ratios of each table are against the baselines measured on that loop in the same run.
 
-Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3] [--loop asyncio|uvloop|both]``.
-Target: proto <= 1.3x the bare asyncio pipe ping-pong.
+Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3] [--loop asyncio|uvloop|both] [--no-c]``.
+Target: proto <= 1.3x the bare asyncio pipe ping-pong; like for like, c-proto <= 1.3x c-async.
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ import argparse
 import asyncio
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -105,8 +120,8 @@ for line in sys.stdin:
 """
 
 
-def bare_round_trips(moves: int) -> list[float]:
-    child = subprocess.Popen([sys.executable, "-c", ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+def bare_round_trips(moves: int, echo: list[str]) -> list[float]:
+    child = subprocess.Popen(echo, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
     assert child.stdin is not None and child.stdout is not None
     fd_in, fd_out = child.stdin.fileno(), child.stdout.fileno()
     times = []
@@ -124,29 +139,37 @@ def bare_round_trips(moves: int) -> list[float]:
     return times
 
 
-async def asyncio_round_trips(moves: int) -> list[float]:
-    """The bare ping-pong again, with the parent on asyncio pipes (the seat's transport) and no protocol."""
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", ECHO, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-    )
+async def asyncio_round_trips(moves: int, echo: list[str], cpu: list[float]) -> list[float]:
+    """The bare ping-pong again, with the parent on asyncio pipes (the seat's transport) and no protocol.
+
+    Appends this process's CPU time per round trip (``time.thread_time``, the loop only) to ``cpu``.
+    """
+    child = await asyncio.create_subprocess_exec(*echo, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert child.stdin is not None and child.stdout is not None
     times = []
     try:
+        cpu_start = time.thread_time()
         for _ in range(moves):
             start = time.perf_counter()
             child.stdin.write(b"ping1234")
             await child.stdout.readexactly(8)
             times.append(time.perf_counter() - start)
+        cpu.append((time.thread_time() - cpu_start) / moves)
     finally:
         child.stdin.close()
         await child.wait()
     return times
 
 
-async def seat_round_trips(framing: Framing, moves: int, script: Path) -> tuple[list[float], float]:
-    """Per-move round trips, and the bot's own median work per move (read to flushed answer) in seconds."""
+async def seat_round_trips(
+    framing: Framing, moves: int, command: list[str], cpu: list[float] | None = None
+) -> tuple[list[float], float]:
+    """Per-move round trips, and the bot's own median work per move (read to flushed answer) in seconds.
+
+    Appends the server side's CPU time per move (``time.thread_time``, the move loop only) to ``cpu``.
+    """
     program = BotProgram(
-        [sys.executable, str(script)],
+        command,
         framing,
         env={"PYTHONPATH": str(ROOT / "proto")},
         limits=Limits(run_as=None),  # the venv interpreter is not readable by nobody on every machine
@@ -162,12 +185,15 @@ async def seat_round_trips(framing: Framing, moves: int, script: Path) -> tuple[
     legal = state.legal_actions(0)
     times = []
     try:
+        cpu_start = time.thread_time()
         for turn_id in range(1, moves + 1):
             turn = Turn("bench", turn_id, 0, obs, legal, timedelta(seconds=1), timedelta(seconds=10))
             start = time.perf_counter()
             answer = await seat.ask(turn, (), 5.0)
             times.append(time.perf_counter() - start)
             assert answer.failure is None, answer.reason
+        if cpu is not None:
+            cpu.append((time.thread_time() - cpu_start) / moves)
         reports = [line for line in seat.stderr_log().splitlines() if line.startswith("work_us ")]
     finally:
         await seat.close()
@@ -186,6 +212,7 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="both")
+    parser.add_argument("--no-c", dest="c", action="store_false", help="skip the C rows (they need gcc)")
     args = parser.parse_args()
     try:
         import uvloop
@@ -202,24 +229,50 @@ def main() -> None:
             uvloop.run(measure(args))
 
 
+def build_c(tmp: Path) -> dict[str, list[str]] | None:
+    """Compiles the C echo child and the C proto bot (bench/stdio_c/) with gcc -O2; None without gcc."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        return None
+    built = {}
+    for name in ("echo", "proto_bot"):
+        exe = tmp / name
+        subprocess.run([gcc, "-O2", "-o", str(exe), str(ROOT / "bench" / "stdio_c" / f"{name}.c")], check=True)
+        built[name] = [str(exe)]
+    return built
+
+
 async def measure(args: argparse.Namespace) -> None:
     """Every measurement, interleaved, on the running event loop; prints the table."""
+    py_echo = [sys.executable, "-c", ECHO]
     with tempfile.TemporaryDirectory() as tmp:
         proto_bot = Path(tmp) / "proto_bot.py"
         proto_bot.write_text(PROTO_BOT)
         json_bot = Path(tmp) / "json_bot.py"
         json_bot.write_text(JSON_BOT)
+        c = build_c(Path(tmp)) if args.c else None
         warm = max(args.moves // 10, 50)
-        await seat_round_trips(Framing.PROTO, warm * 5, proto_bot)  # a first match warms up the server side
+        py_proto = [sys.executable, str(proto_bot)]
+        await seat_round_trips(Framing.PROTO, warm * 5, py_proto)  # a first match warms up the server side
         # Each measurement runs --runs times, interleaved; the run with the lowest median counts.
         # On this 2-vCPU VM a run lands in one of two modes (about 70 or 100 us for proto) depending
         # on where the scheduler places the two processes; the best run is the repeatable figure.
         runs: dict[str, list[tuple[list[float], float]]] = {"bare": [], "asyncio": [], "proto": [], "json": []}
+        cpu: dict[str, list[float]] = {"asyncio": [], "proto": [], "json": [], "c-async": [], "c-proto": []}
+        if c is not None:
+            runs.update({"c-bare": [], "c-async": [], "c-proto": []})
         for _ in range(args.runs):
-            runs["bare"].append((bare_round_trips(args.moves + warm)[warm:], 0.0))
-            runs["asyncio"].append(((await asyncio_round_trips(args.moves + warm))[warm:], 0.0))
-            for name, framing, bot in (("proto", Framing.PROTO, proto_bot), ("json", Framing.JSON, json_bot)):
-                times, work = await seat_round_trips(framing, args.moves + warm, bot)
+            runs["bare"].append((bare_round_trips(args.moves + warm, py_echo)[warm:], 0.0))
+            echoed = await asyncio_round_trips(args.moves + warm, py_echo, cpu["asyncio"])
+            runs["asyncio"].append((echoed[warm:], 0.0))
+            seats = [("proto", Framing.PROTO, py_proto), ("json", Framing.JSON, [sys.executable, str(json_bot)])]
+            if c is not None:
+                runs["c-bare"].append((bare_round_trips(args.moves + warm, c["echo"])[warm:], 0.0))
+                echoed = await asyncio_round_trips(args.moves + warm, c["echo"], cpu["c-async"])
+                runs["c-async"].append((echoed[warm:], 0.0))
+                seats.append(("c-proto", Framing.PROTO, c["proto_bot"]))
+            for name, framing, bot in seats:
+                times, work = await seat_round_trips(framing, args.moves + warm, bot, cpu[name])
                 runs[name].append((times[warm:], work))
     best = {name: min(results, key=lambda r: statistics.median(r[0])) for name, results in runs.items()}
     bare, on_asyncio = best["bare"][0], best["asyncio"][0]
@@ -240,13 +293,33 @@ async def measure(args: argparse.Namespace) -> None:
     )
     # Where a move's time goes: the bot's own decode/answer/encode (timed inside the bot), the
     # bare pipe round trip, and the rest, which is the server's side (encode, asyncio, decode).
-    for name, times, work in (("proto", proto, proto_work), ("json", as_json, json_work)):
-        med = statistics.median(times)
-        server = med - work - base
+    split = [("proto", proto, proto_work, base), ("json", as_json, json_work, base)]
+    if "c-proto" in best:
+        c_bare, c_async = statistics.median(best["c-bare"][0]), statistics.median(best["c-async"][0])
+        c_proto, c_work = best["c-proto"]
+        print("like for like, every child in C: echo.c for the baselines, proto_bot.c behind the seat")
+        print(describe("c-bare", best["c-bare"][0], None))
+        print(describe("c-async", best["c-async"][0], c_bare))
+        print(describe("c-proto", c_proto, c_bare))
         print(
-            f"{name:<8} the bot's own work {work * 1e6:6.1f} us ({work / base:4.2f}x bare), "
-            f"pipes {base * 1e6:5.1f} us, server side {server * 1e6:6.1f} us ({server / base:4.2f}x bare); "
-            f"with no server work at all the ratio would be {(work + base) / base:4.2f}"
+            f"c-proto/c-async = {statistics.median(c_proto) / c_async:.2f} (target <= 1.3); "
+            f"c-proto/c-bare = {statistics.median(c_proto) / c_bare:.2f}"
+        )
+        split.append(("c-proto", c_proto, c_work, c_bare))
+        # CPU time of this process per move, the median over the runs: unlike wall-clock times it
+        # does not depend on where the scheduler puts the child, so it is the steadier figure.
+        c_cpu = {name: statistics.median(cpu[name]) for name in ("c-async", "c-proto")}
+        print(
+            f"server CPU per move: c-async {c_cpu['c-async'] * 1e6:.1f} us, c-proto {c_cpu['c-proto'] * 1e6:.1f} us "
+            f"({c_cpu['c-proto'] / c_cpu['c-async']:.2f}x); median of {args.runs} runs"
+        )
+    for name, times, work, pipes in split:
+        med = statistics.median(times)
+        server = med - work - pipes
+        print(
+            f"{name:<8} the bot's own work {work * 1e6:6.1f} us ({work / pipes:4.2f}x bare), "
+            f"pipes {pipes * 1e6:5.1f} us, server side {server * 1e6:6.1f} us ({server / pipes:4.2f}x bare); "
+            f"with no server work at all the ratio would be {(work + pipes) / pipes:4.2f}"
         )
 
 

@@ -36,6 +36,7 @@ from arena_server.seats.framing import (
     FrameParser,
     Framing,
     encode,
+    encode_turn,
     parse_payload,
 )
 from arena_server.seats.process import (
@@ -83,7 +84,10 @@ class SubprocessSeat(Seat):
         self._past_matches: set[str] = set()
         self._latest_turn = 0
         self._answered: set[int] = set()
-        self._last_received = "nothing"
+        self._last_received: str | int = "nothing"
+        """What the bot sent last, for reports: a description, or the turn id of its last Action
+        (formatted only when a report needs it, not on every move)."""
+        self._lag: LoopLag | None = None
         self._deadline: Deadline | None = None
         """The turn deadline, re-armed turn after turn (one event-loop timer per deadline length, not per turn)."""
 
@@ -150,14 +154,16 @@ class SubprocessSeat(Seat):
         stderr_before = self.log.total
         self.last_turn = message = bs.ServerMessage()
         turn_to_proto(turn, moves, message.turn)
-        self._send(message)
+        self._send(message, encode_turn(message, self.program.framing))
         # The bot's clock starts once the Turn is in the pipe (the write returned) ...
         sent = time.perf_counter()
         if self._failure is not None:
             self._pending = None
             return self._failure
         # ... and the deadline only counts while the loop is responsive (no task per turn: a timer handle).
-        lag = LoopLag.of(loop)
+        lag = self._lag
+        if lag is None or lag.loop is not loop:
+            self._lag = lag = LoopLag.of(loop)
         lag.acquire()
         timer = self._deadline
         if timer is None:
@@ -286,11 +292,12 @@ class SubprocessSeat(Seat):
         )
         return None
 
-    def _send(self, message: bs.ServerMessage) -> None:
+    def _send(self, message: bs.ServerMessage, data: bytes | None = None) -> None:
+        """Write ``message`` to the bot (``data``: its frame, when the caller has encoded it already)."""
         if not self._process.writable:
             return
         self.last_sent = message
-        if not self._process.write(encode(message, self.program.framing)):
+        if not self._process.write(encode(message, self.program.framing) if data is None else data):
             self._fail(
                 Termination.PROTOCOL_ERROR,
                 f"does not read its stdin: more than {STDIN_BACKLOG_LIMIT >> 20} MiB of messages are waiting for it",
@@ -363,7 +370,8 @@ class SubprocessSeat(Seat):
             return "before its Hello"
         if self._pending is not None:
             return f"while answering turn {self._pending[0]}"
-        return f"after {self._last_received}"
+        last = self._last_received
+        return f"after {last}" if isinstance(last, str) else f"after its Action for turn {last}"
 
     def _dispatch(self, message: bs.BotMessage, received: float) -> None:
         self.last_received = message
@@ -431,7 +439,7 @@ class SubprocessSeat(Seat):
             return
         if pending is not None and action.turn_id == pending[0] and not pending[1].done():
             self._answered.add(action.turn_id)
-            self._last_received = f"its Action for turn {action.turn_id}"
+            self._last_received = action.turn_id
             pending[1].set_result((action.action, received))
             return
         if 0 < action.turn_id <= self._latest_turn:
