@@ -9,10 +9,67 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, Protocol
+
+from arena_bots.progress import ProgressBar
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 """The checkout the package runs from (for recognising its committed documents)."""
+
+
+class RunMany(Protocol):
+    """Runs independent calls somewhere else (a Ray cluster, ``--ray``) and yields their results as they finish."""
+
+    def map_unordered(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
+        """Call ``fn(*args)`` for every ``args`` in ``calls``; yield the results in the order they finish."""
+        ...
+
+
+def _numbered(fn: Callable[..., Any], index: int, args: tuple[Any, ...]) -> tuple[int, Any]:
+    """``(index, fn(*args))``: lets results that come back in any order be put back in place."""
+    return index, fn(*args)
+
+
+class Units:
+    """An experiment's independent units of work, run here or on a pool, counted on one progress bar.
+
+    Every caller builds its calls (with their seeds) in a fixed order and gets
+    the results back in that order, so the numbers do not depend on where or in
+    which order the calls ran.
+
+    Args:
+        pool: where to run the calls (``--ray``); None runs them here, one after another.
+        total: how many calls the whole experiment makes (the progress bar's length).
+        label: the progress bar's label.
+    """
+
+    def __init__(self, pool: RunMany | None, total: int, label: str) -> None:
+        self.pool = pool
+        self.done = 0
+        self.bar = ProgressBar(total, label)
+
+    def run(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """``[fn(*args) for args in calls]``, on the pool when there is one; the results in the order of ``calls``."""
+        out: list[Any] = [None] * len(calls)
+        if self.pool is None:
+            for i, args in enumerate(calls):
+                out[i] = fn(*args)
+                self._step()
+            return out
+        for i, result in self.pool.map_unordered(_numbered, [(fn, i, args) for i, args in enumerate(calls)]):
+            out[i] = result
+            self._step()
+        return out
+
+    def _step(self) -> None:
+        self.done += 1
+        self.bar.update(self.done)
+
+    def close(self) -> None:
+        """Stop drawing the progress bar."""
+        self.bar.close()
 
 
 class OutputError(ValueError):

@@ -18,11 +18,19 @@ the crosstables are appended.
 
 ``--quick`` runs 5,000/20,000-round matches, fewer strings and 200-round
 round-robin matches, for CI.
+
+Every match has its own seed, handed out in a fixed order before anything is
+played, so the matches are independent units: with ``--ray`` (a
+:class:`~arena_bots.experiments.RunMany` pool) each group of them (one studied
+algorithm against one opponent or one string family, one round-robin pair) is
+one task, and the numbers are the same as in one process. Tasks regenerate the
+strings they play from the master seed rather than receiving them.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import sys
 import time
@@ -34,7 +42,7 @@ import numpy as np
 import arena_bots.rps.thesis_agents as T
 import arena_bots.rps.thesis_kernels as K
 from arena_bots import hosted_bots
-from arena_bots.experiments import output_path
+from arena_bots.experiments import RunMany, Units, output_path
 from arena_bots.experiments.duel import duel
 
 DOCUMENT = "docs/experiments/rpsls-thesis.md"
@@ -171,48 +179,87 @@ def success(out: np.ndarray) -> float:
     return 100.0 * int(out[0]) / decisive if decisive else 50.0
 
 
-def make_strings(plan: Plan, seed: int) -> dict[str, list[np.ndarray]]:
-    """The string families, generated once so every algorithm plays the same strings."""
-    n = plan.rounds_vs_strings
-    fams: dict[str, list[np.ndarray]] = {}
-    fams["random"] = [
-        np.random.default_rng([seed, 1, i]).integers(0, SIGNS, n, dtype=np.int64) for i in range(plan.random_strings)
-    ]
-    for k in PERIODS:
-        out = []
-        for i in range(plan.strings_per_period):
-            s = np.random.default_rng([seed, 2, k, i]).integers(0, SIGNS, n, dtype=np.int64)
-            s[k - 1 :: k] = 0  # every k-th move is rock (period k, spec §4.3)
-            out.append(s)
-        fams[f"fixed{k}"] = out
-    for p in P_VALUES:
-        probs = [p] + [(1 - p) / 4] * 4
-        fams[f"p{round(p * 100)}"] = [
-            np.random.default_rng([seed, 3, round(p * 100), i]).choice(SIGNS, size=n, p=probs).astype(np.int64)
-            for i in range(plan.strings_per_p)
-        ]
+def families(plan: Plan) -> dict[str, int]:
+    """The string families and how many strings each has: random, fixed{k} (rock every k-th), p{percent}."""
+    fams = {"random": plan.random_strings}
+    fams.update({f"fixed{k}": plan.strings_per_period for k in PERIODS})
+    fams.update({f"p{round(p * 100)}": plan.strings_per_p for p in P_VALUES})
     return fams
 
 
-class Runner:
-    """Runs matches with reproducible per-match seeds and keeps timing."""
+@functools.lru_cache(maxsize=12)
+def one_string(n: int, seed: int, family: str, i: int) -> np.ndarray:
+    """String ``i`` of ``family`` (see :func:`families`), ``n`` moves, from the master ``seed`` alone."""
+    if family == "random":
+        return np.random.default_rng([seed, 1, i]).integers(0, SIGNS, n, dtype=np.int64)
+    if family.startswith("fixed"):
+        k = int(family[5:])
+        s = np.random.default_rng([seed, 2, k, i]).integers(0, SIGNS, n, dtype=np.int64)
+        s[k - 1 :: k] = 0  # every k-th move is rock (period k, spec §4.3)
+        return s
+    p = next(p for p in P_VALUES if f"p{round(p * 100)}" == family)
+    probs = [p] + [(1 - p) / 4] * 4
+    return np.random.default_rng([seed, 3, round(p * 100), i]).choice(SIGNS, size=n, p=probs).astype(np.int64)
 
-    def __init__(self, seed: int, log: Callable[[str], None]) -> None:
+
+def make_strings(plan: Plan, seed: int) -> dict[str, list[np.ndarray]]:
+    """The string families, every algorithm plays the same strings."""
+    return {
+        fam: [one_string(plan.rounds_vs_strings, seed, fam, i) for i in range(count)]
+        for fam, count in families(plan).items()
+    }
+
+
+@dataclass(frozen=True)
+class Match:
+    """One seeded match of a studied agent: against another agent, or against a pre-generated string."""
+
+    spec: T.AgentSpec
+    seed: int
+    opponent: T.AgentSpec | None = None
+    opponent_seed: int = 0
+    rounds: int = 0
+    string: tuple[int, int, str, int] | None = None
+    """(length, master seed, family, index): :func:`one_string`'s arguments."""
+
+    def play(self) -> float:
+        """Play it in this process; the studied agent's success in percent."""
+        a = T.build_agent(self.spec, SIGNS, self.seed)
+        if self.string is not None:
+            return success(K.play_vs_string(*a, one_string(*self.string)))
+        assert self.opponent is not None
+        b = T.build_agent(self.opponent, SIGNS, self.opponent_seed)
+        return success(K.play_agents(*a, *b, self.rounds))
+
+
+def play_matches(matches: Sequence[Match]) -> list[float]:
+    """One unit of work (one task on ``--ray``): the matches' results in order."""
+    return [m.play() for m in matches]
+
+
+class Runner:
+    """Hands out reproducible per-match seeds in a fixed order and runs groups of matches (here or on a pool)."""
+
+    def __init__(self, seed: int, log: Callable[[str], None], units: Units | None = None) -> None:
         self.seed = seed
         self.counter = itertools.count(1)
         self.log = log
+        self.units = units if units is not None else Units(None, 1, "")
 
     def next_seed(self) -> int:
         return self.seed * 1_000_003 + next(self.counter)
 
-    def vs_agent(self, spec: T.AgentSpec, opp: T.AgentSpec, rounds: int) -> float:
-        a = T.build_agent(spec, SIGNS, self.next_seed())
-        b = T.build_agent(opp, SIGNS, self.next_seed())
-        return success(K.play_agents(*a, *b, rounds))
+    def vs_agent(self, spec: T.AgentSpec, opp: T.AgentSpec, rounds: int) -> Match:
+        """A match against an agent, with the next two seeds."""
+        return Match(spec, self.next_seed(), opp, self.next_seed(), rounds)
 
-    def vs_string(self, spec: T.AgentSpec, seq: np.ndarray) -> float:
-        a = T.build_agent(spec, SIGNS, self.next_seed())
-        return success(K.play_vs_string(*a, seq))
+    def vs_string(self, spec: T.AgentSpec, plan: Plan, family: str, i: int) -> Match:
+        """A match against string ``i`` of ``family``, with the next seed."""
+        return Match(spec, self.next_seed(), string=(plan.rounds_vs_strings, self.seed, family, i))
+
+    def play(self, groups: Sequence[Sequence[Match]]) -> list[list[float]]:
+        """Play every group (one unit of work each); the results in order."""
+        return self.units.run(play_matches, [(list(g),) for g in groups])
 
 
 def fmt(x: float) -> str:
@@ -285,14 +332,15 @@ matches, fewer strings) is noisy and learns less; only the full run is comparabl
 
 def experiment_algorithms(plan: Plan, run: Runner, rep: Report) -> dict[str, dict[str, list[float]]]:
     """Experiment 1 (§4.1): studied settings x test opponents. Returns results[studied][opponent]."""
+    keys = [(name, opp) for name in (*STUDIED, "MV+pre") for opp in OPPONENTS]
+    groups = [
+        [run.vs_agent(spec, opponent_spec(opp), plan.rounds_vs_algorithms) for _, spec in studied_settings(name)]
+        for name, opp in keys
+    ]
     results: dict[str, dict[str, list[float]]] = {}
-    for name in (*STUDIED, "MV+pre"):
-        results[name] = {}
-        for opp in OPPONENTS:
-            results[name][opp] = [
-                run.vs_agent(spec, opponent_spec(opp), plan.rounds_vs_algorithms) for _, spec in studied_settings(name)
-            ]
-        run.log(f"experiment 1: {name} done")
+    for (name, opp), values in zip(keys, run.play(groups), strict=True):
+        results.setdefault(name, {})[opp] = values
+    run.log("experiment 1 done")
     mean = {n: {o: float(np.mean(v)) for o, v in d.items()} for n, d in results.items()}
     rows = []
     for opp in OPPONENTS:
@@ -373,22 +421,24 @@ def per_order(name: str, vals: list[float]) -> list[float]:
 
 def experiment_strings(plan: Plan, run: Runner, rep: Report, seed: int) -> None:
     """Experiment 2 (§4.2) and the preprocessing and oracle extras (§4.3)."""
-    fams = make_strings(plan, seed)
+    counts = families(plan)
     names = (*STUDIED, "MV+pre")
     # res[family][name] = list over settings of mean over that family's strings
+    keys = [(fam, name) for fam in counts for name in names]
+    groups = [
+        [run.vs_string(spec, plan, fam, i) for _, spec in studied_settings(name) for i in range(counts[fam])]
+        for fam, name in keys
+    ]
     res: dict[str, dict[str, list[float]]] = {}
-    for fam, strings in fams.items():
-        res[fam] = {}
-        for name in names:
-            res[fam][name] = [
-                float(np.mean([run.vs_string(spec, s) for s in strings])) for _, spec in studied_settings(name)
-            ]
-        run.log(f"experiment 2: {fam} done")
+    for (fam, name), values in zip(keys, run.play(groups), strict=True):
+        n = counts[fam]
+        res.setdefault(fam, {})[name] = [float(np.mean(values[j : j + n])) for j in range(0, len(values), n)]
+    run.log("experiment 2 done")
     rep.table(
         "Random strings (§4.2.2, no table in the thesis: '50% for every algorithm')",
         ["algorithm", "average"],
         [[n, rep.compare(f"random strings {n}", float(np.mean(res["random"][n])), 50)] for n in STUDIED],
-        f"{len(fams['random'])} strings of {plan.rounds_vs_strings:,} rounds.",
+        f"{counts['random']} strings of {plan.rounds_vs_strings:,} rounds.",
     )
     for k, tnum in ((100, "4.5"), (10, "4.7"), (3, "4.9")):
         fam = f"fixed{k}"
@@ -407,7 +457,7 @@ def experiment_strings(plan: Plan, run: Runner, rep: Report, seed: int) -> None:
             f"Table {tnum}: algorithms against strings with rock every {k} moves (by order r)",
             ["r", *STUDIED],
             rows,
-            f"Ceiling (spec Appendix A): {fixed_ceiling(k):.2f}%. {len(fams[fam])} strings of "
+            f"Ceiling (spec Appendix A): {fixed_ceiling(k):.2f}%. {counts[fam]} strings of "
             f"{plan.rounds_vs_strings:,} rounds.",
         )
         if k in THESIS_FIXED_AVG:
@@ -485,19 +535,29 @@ def experiment_strings(plan: Plan, run: Runner, rep: Report, seed: int) -> None:
     )
     rep.table("Table 4.14: MV without / with preprocessing, P(rock) = p", ["P(rock)", "MV", "MV+pre"], rows)
     always_spock = T.AgentSpec("const", move=4, label="always Spock")
-    sp = float(np.mean([run.vs_string(always_spock, s) for s in fams["p10"]]))
-    rep.lines.append(f"\nAlways Spock against the p = 10% strings: {sp:.2f}% (the thesis: 'about 42%').")
-    print(f"always Spock vs p=10%: {sp:.2f} (thesis ~42)")
-    # the optimal meta-classifier (oracle)
-    orows = []
+    spock = [run.vs_string(always_spock, plan, "p10", i) for i in range(counts["p10"])]
+    # the optimal meta-classifier (oracle): random strings, the 9 algorithms, P(rock) = 50%
+    oracles = []
     for label, children in (
         ("over MKSU's 8 sub-agents", T.mksu_children()),
         ("over MKIA's 3", T.mkia_children()),
     ):
         spec = T.oracle(children)
-        rnd = float(np.mean([run.vs_string(spec, s) for s in fams["random"]]))
-        algs = float(np.mean([run.vs_agent(spec, opponent_spec(o), plan.rounds_vs_algorithms) for o in OPPONENTS]))
-        p50 = float(np.mean([run.vs_string(spec, s) for s in fams["p50"]]))
+        oracles.append(
+            (
+                label,
+                [run.vs_string(spec, plan, "random", i) for i in range(counts["random"])],
+                [run.vs_agent(spec, opponent_spec(o), plan.rounds_vs_algorithms) for o in OPPONENTS],
+                [run.vs_string(spec, plan, "p50", i) for i in range(counts["p50"])],
+            )
+        )
+    played = run.play([spock] + [group for _, *parts in oracles for group in parts])
+    sp = float(np.mean(played[0]))
+    rep.lines.append(f"\nAlways Spock against the p = 10% strings: {sp:.2f}% (the thesis: 'about 42%').")
+    print(f"always Spock vs p=10%: {sp:.2f} (thesis ~42)")
+    orows = []
+    for k, (label, *_) in enumerate(oracles):
+        rnd, algs, p50 = (float(np.mean(v)) for v in played[1 + 3 * k : 4 + 3 * k])
         orows.append([label, fmt(rnd), fmt(algs), fmt(p50)])
     rep.table(
         "Extra B (§4.3.2): the optimal meta-classifier (reads the opponent's move first)",
@@ -508,23 +568,38 @@ def experiment_strings(plan: Plan, run: Runner, rep: Report, seed: int) -> None:
     )
 
 
-def round_robin(plan: Plan, rep: Report, seed: int, log: Callable[[str], None]) -> None:
+def rps_bots() -> list[str]:
+    """The hosted bots that play RPS, sorted by name (the round robin's players)."""
+    return [name for name, hb in sorted(hosted_bots().items()) if "rps" in hb.games]
+
+
+def duel_pair(a: str, b: str, seed_a: int, seed_b: int, signs: int, rounds: int) -> int:
+    """One round-robin match (one unit of work): hosted bot ``a``'s score against ``b``."""
+    bots = hosted_bots()
+    return duel(bots[a].factory(seed_a), bots[b].factory(seed_b), signs=signs, rounds=rounds).score
+
+
+def round_robin(plan: Plan, rep: Report, seed: int, log: Callable[[str], None], units: Units | None = None) -> None:
     """Every hosted RPS bot against every other, 3 and 5 signs, through the Bot objects."""
-    bots = {name: hb for name, hb in sorted(hosted_bots().items()) if "rps" in hb.games}
-    names = list(bots)
+    names = rps_bots()
+    units = units if units is not None else Units(None, 1, "")
+    pairs = [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]
     for signs in (3, 5):
         score = {a: dict.fromkeys(names, 0) for a in names}
-        for i, a in enumerate(names):
-            for j in range(i + 1, len(names)):
-                b = names[j]
-                res = duel(
-                    bots[a].factory(seed * 7919 + 2 * (i * 97 + j)),
-                    bots[b].factory(seed * 7919 + 2 * (i * 97 + j) + 1),
-                    signs=signs,
-                    rounds=plan.round_robin_rounds,
-                )
-                score[a][b] = res.score
-                score[b][a] = -res.score
+        calls = [
+            (
+                names[i],
+                names[j],
+                seed * 7919 + 2 * (i * 97 + j),
+                seed * 7919 + 2 * (i * 97 + j) + 1,
+                signs,
+                plan.round_robin_rounds,
+            )
+            for i, j in pairs
+        ]
+        for (i, j), result in zip(pairs, units.run(duel_pair, calls), strict=True):
+            score[names[i]][names[j]] = result
+            score[names[j]][names[i]] = -result
         log(f"round robin with {signs} signs done")
         totals = {a: sum(score[a].values()) for a in names}
         wins = {a: sum(1 for b in names if score[a][b] > 0) for a in names}
@@ -547,8 +622,20 @@ def round_robin(plan: Plan, rep: Report, seed: int, log: Callable[[str], None]) 
         )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the experiments; returns an exit code."""
+def count_units(plan: Plan, only: str | None) -> int:
+    """How many units of work (tasks on ``--ray``) a run has: the length of its one progress bar."""
+    total = 0
+    if only != "round-robin":
+        total += (len(STUDIED) + 1) * len(OPPONENTS)  # experiment 1
+        total += (len(STUDIED) + 1) * len(families(plan)) + 1 + 2 * 3  # experiment 2, always Spock, the oracles
+    if only != "thesis":
+        n = len(rps_bots())
+        total += 2 * (n * (n - 1) // 2)
+    return total
+
+
+def main(argv: Sequence[str] | None = None, pool: RunMany | None = None) -> int:
+    """Run the experiments; with ``pool`` (``--ray``) the independent matches run there; returns an exit code."""
     parser = argparse.ArgumentParser(prog="arena experiment rpsls-thesis", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short matches and few strings (CI smoke run)")
     parser.add_argument(
@@ -571,13 +658,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{time.perf_counter() - start:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
     rep = Report()
-    run = Runner(args.seed, log)
+    units = Units(pool, count_units(plan, args.only), "rpsls-thesis")
+    run = Runner(args.seed, log, units)
     mode = "QUICK (short matches, NOT comparable with the thesis)" if args.quick else "full"
-    if args.only != "round-robin":
-        experiment_algorithms(plan, run, rep)
-        experiment_strings(plan, run, rep, args.seed)
-    if args.only != "thesis":
-        round_robin(plan, rep, args.seed, log)
+    try:
+        if args.only != "round-robin":
+            experiment_algorithms(plan, run, rep)
+            experiment_strings(plan, run, rep, args.seed)
+        if args.only != "thesis":
+            round_robin(plan, rep, args.seed, log, units)
+    finally:
+        units.close()
     elapsed = time.perf_counter() - start
     head = [
         "# RPSLS thesis experiments, rerun",

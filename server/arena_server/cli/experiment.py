@@ -41,6 +41,28 @@ def _main(main: Callable[[list[str]], int], argv: list[str]) -> int:
         raise CliError(str(exc)) from None
 
 
+def _on_pool(main: Callable[..., int], argv: list[str], address: str | None, unit: str) -> int:
+    """Run an experiment's ``main(argv, pool=...)``, on a Ray cluster with ``--ray [ADDRESS]``."""
+    pool = ray_pool(address, unit)
+    try:
+        return _main(lambda a: main(a, pool=pool), argv)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _add_ray(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help=f"run {what} on a Ray cluster (a local one without ADDRESS); needs pip install "
+        "'arena[ray]'; the same numbers as without it (docs/cluster.md)",
+    )
+
+
 def _run_rpsls_thesis(args: argparse.Namespace) -> int:
     from arena_bots.experiments import rpsls_thesis
 
@@ -49,7 +71,7 @@ def _run_rpsls_thesis(args: argparse.Namespace) -> int:
         argv.append("--quick")
     if args.only:
         argv += ["--only", args.only]
-    return _main(rpsls_thesis.main, argv)
+    return _on_pool(rpsls_thesis.main, argv, args.ray, "one group of matches per task")
 
 
 def _run_dots_and_boxes_thesis(args: argparse.Namespace) -> int:
@@ -58,12 +80,7 @@ def _run_dots_and_boxes_thesis(args: argparse.Namespace) -> int:
     argv = ["--seed", str(args.seed), *_given("--output", args.output)]
     if args.quick:
         argv.append("--quick")
-    pool = ray_pool(args.ray)
-    try:
-        return _main(lambda a: dots_and_boxes_thesis.main(a, pool=pool), argv)
-    finally:
-        if pool is not None:
-            pool.close()
+    return _on_pool(dots_and_boxes_thesis.main, argv, args.ray, "one repetition per task")
 
 
 def _run_liars_dice_thesis(args: argparse.Namespace) -> int:
@@ -108,6 +125,7 @@ def register(subparsers: Any) -> None:
     )
     thesis.add_argument("--seed", type=int, default=2020, help="master seed")
     thesis.add_argument("--only", choices=("thesis", "round-robin"), default=None, help="run only one part")
+    _add_ray(thesis, "the independent matches")
     thesis.set_defaults(func=_run_rpsls_thesis)
     dab = experiments.add_parser(
         "dots-and-boxes-thesis",
@@ -123,15 +141,7 @@ def register(subparsers: Any) -> None:
         f"(default docs/experiments/dots-and-boxes-thesis.md; {QUICK_OUTPUT})",
     )
     dab.add_argument("--seed", type=int, default=2023, help="master seed (default 2023)")
-    dab.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ADDRESS",
-        help="run the training repetitions on a Ray cluster (a local one without ADDRESS); needs pip install "
-        "'arena[ray]'; the same numbers as without it (docs/cluster.md)",
-    )
+    _add_ray(dab, "the training repetitions")
     dab.set_defaults(func=_run_dots_and_boxes_thesis)
 
     liars = experiments.add_parser(

@@ -37,8 +37,8 @@ def _hidden(text: str) -> tuple[int, ...]:
     return sizes
 
 
-def ray_pool(address: str | None) -> RayPool | None:
-    """The Ray cluster for ``--ray [ADDRESS]`` (None without ``--ray``); says so on stderr."""
+def ray_pool(address: str | None, unit: str = "one repetition per task") -> RayPool | None:
+    """The Ray cluster for ``--ray [ADDRESS]`` (None without ``--ray``); says so (and what a task is) on stderr."""
     if address is None:
         return None
     from arena_server.ladder.on_ray import RayPool, RayUnavailable
@@ -47,7 +47,7 @@ def ray_pool(address: str | None) -> RayPool | None:
         pool = RayPool(address or None)
     except RayUnavailable as exc:
         raise CliError(str(exc)) from None
-    print(f"arena: on Ray ({pool.cpus} CPUs), one repetition per task", file=sys.stderr)
+    print(f"arena: on Ray ({pool.cpus} CPUs), {unit}", file=sys.stderr)
     return pool
 
 

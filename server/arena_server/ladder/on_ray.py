@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -73,6 +74,33 @@ def _warm(game: Game, bots: tuple[str, ...]) -> int:
     return os.getpid()
 
 
+REACH_TIMEOUT = 5.0
+"""Seconds to wait for a TCP connection to a cluster's address before giving up (``ray.init`` itself retries for minutes)."""
+
+
+def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
+    """Open (and close) a TCP connection to ``address`` (``host:port`` or ``ray://host:port``) within ``timeout``.
+
+    ``auto`` (a cluster found on this machine) and addresses without a port are left to Ray.
+
+    Raises:
+        RayUnavailable: nothing answers at the address within the timeout.
+    """
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise RayUnavailable(
+            f"cannot reach the Ray cluster at {address} ({reason}); "
+            "check the address and that the cluster is running, or leave out ADDRESS for a local cluster"
+        ) from None
+
+
 def connect(address: str | None) -> Any:
     """Import Ray and join the cluster at ``address``, or start a local one (one worker per usable CPU) when None.
 
@@ -83,6 +111,8 @@ def connect(address: str | None) -> Any:
         import ray
     except ImportError:
         raise RayUnavailable("--ray needs Ray: install the optional extra with pip install 'arena[ray]'") from None
+    if address:
+        check_reachable(address)
     try:
         if not ray.is_initialized():
             ray.init(
