@@ -18,6 +18,14 @@
 Writes markdown (default ``docs/experiments/tictactoe-lab.md``; ``--output``
 elsewhere). ``--quick`` shrinks parts 3-4 for the test suite and marks the
 document as not comparable.
+
+The units of work are the two tournaments (their players keep their random
+state from game to game, so each tournament is one unit), each matchup of
+part 3 and each game of part 4 (every game has fresh, seeded bots). With
+``--ray`` (a :class:`~arena_bots.experiments.RunMany` pool) each unit is one
+task; parts 1-3 give the same numbers as in one process. Part 4's MCTS has a
+time budget per move, so its results depend on the machine's speed and load
+with or without Ray.
 """
 
 from __future__ import annotations
@@ -28,8 +36,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from arena_bots.experiments import output_path
+from arena_bots.experiments import RunMany, Units, output_path
 from arena_bots.tic_tac_toe.alpha_beta import AlphaBeta, DepthLimitedAlphaBeta
 from arena_bots.tic_tac_toe.board import TicTacToeBot
 from arena_bots.tic_tac_toe.lab_alpha_beta import LabAlphaBeta
@@ -130,6 +139,16 @@ def tournament(players: Sequence[TicTacToeBot], games: int) -> Tally:
     return tally
 
 
+def timed_tournament(make_players: Callable[[int], list[TicTacToeBot]], seed: int, games: int) -> tuple[Tally, float]:
+    """:func:`tournament` of ``make_players(seed)`` and the seconds it took (one unit of work).
+
+    The players are made where the tournament runs: a Ray task gets its numpy arguments read-only.
+    """
+    start = time.perf_counter()
+    tally = tournament(make_players(seed), games)
+    return tally, time.perf_counter() - start
+
+
 def _range(lo: int, hi: int) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
@@ -213,22 +232,43 @@ def matchup(
     seed: int,
 ) -> tuple[int, int, int, float]:
     """``games`` games of a against b, alternating who moves first; a's W/L/D and the seconds taken."""
-    w = lo = d = 0
+    return tally_games([game(make_a, make_b, g, rows, cols, k, seed) for g in range(games)])
+
+
+def game(
+    make_a: Callable[[int], TicTacToeBot],
+    make_b: Callable[[int], TicTacToeBot],
+    g: int,
+    rows: int,
+    cols: int,
+    k: int,
+    seed: int,
+) -> tuple[str, float]:
+    """Game ``g`` of a :func:`matchup` (fresh bots seeded from ``seed`` and ``g``): a's result and the seconds."""
     start = time.perf_counter()
-    for g in range(games):
-        a, b = make_a(seed + 2 * g), make_b(seed + 2 * g + 1)
-        if g % 2 == 0:
-            result = play(a, b, rows=rows, cols=cols, k=k, match_id=f"m{g}").result
-        else:
-            result = {"win": "loss", "loss": "win", "draw": "draw"}[
-                play(b, a, rows=rows, cols=cols, k=k, match_id=f"m{g}").result
-            ]
-        w, lo, d = w + (result == "win"), lo + (result == "loss"), d + (result == "draw")
-    return w, lo, d, time.perf_counter() - start
+    a, b = make_a(seed + 2 * g), make_b(seed + 2 * g + 1)
+    if g % 2 == 0:
+        result = play(a, b, rows=rows, cols=cols, k=k, match_id=f"m{g}").result
+    else:
+        result = {"win": "loss", "loss": "win", "draw": "draw"}[
+            play(b, a, rows=rows, cols=cols, k=k, match_id=f"m{g}").result
+        ]
+    return result, time.perf_counter() - start
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the experiment; returns an exit code."""
+def tally_games(games: Sequence[tuple[str, float]]) -> tuple[int, int, int, float]:
+    """W/L/D and the seconds of :func:`game` results."""
+    results = [r for r, _ in games]
+    return results.count("win"), results.count("loss"), results.count("draw"), sum(t for _, t in games)
+
+
+def _apply(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``fn(*args)``: lets one batch of units mix different kinds of work."""
+    return fn(*args)
+
+
+def main(argv: Sequence[str] | None = None, pool: RunMany | None = None) -> int:
+    """Run the experiment; with ``pool`` (``--ray``) its units of work run there; returns an exit code."""
     parser = argparse.ArgumentParser(prog="arena experiment tictactoe-lab", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="few strength games at 0.05 s a move (test suite)")
     parser.add_argument(
@@ -263,14 +303,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     warm = time.perf_counter() - warm_start
     log(f"numba kernels loaded/compiled in {warm:.1f} s")
 
-    start = time.perf_counter()
-    lab = tournament(lab_players(seed), GAMES)
-    lab_time = time.perf_counter() - start
+    # every unit of work up front (so they can run at once on --ray), in a fixed order
+    games3 = 4 if args.quick else 50
+    lab_makers: list[tuple[str, Callable[[int], TicTacToeBot]]] = [
+        ("lab-random", LabRandom),
+        ("lab-blocking", LabBlocking),
+        ("lab-win-if-can", LabWinIfCan),
+        ("lab-minimax-buggy", lambda s: LabMinimax()),
+        ("lab-alphabeta-buggy", lambda s: LabAlphaBeta()),
+        ("lab-pure-mc", LabPureMC),
+        ("lab-uct", LabUCT),
+    ]
+    per_candidate = 50 if args.quick else 1000
+    strength: list[tuple[int, int, str, Callable[[int], TicTacToeBot]]] = [
+        (rows, k, opp_name, make_opp)
+        for rows, k in ((7, 4), (15, 5))
+        for opp_name, make_opp in (
+            ("alphabeta-d2", lambda s: DepthLimitedAlphaBeta(2)),
+            ("pure-mc", lambda s: PureMC(s, per_candidate=per_candidate, max_cells=None)),
+        )
+    ]
+
+    def mcts(s: int) -> TicTacToeBot:
+        return MCTSBot(s, seconds=move_time)
+
+    calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        (timed_tournament, (lab_players, seed, GAMES)),
+        (timed_tournament, (corrected_players, seed, GAMES)),
+        *[(matchup, (lambda s: AlphaBeta(), make, games3, 3, 3, 3, seed)) for _, make in lab_makers],
+        *[
+            (game, (mcts, make_opp, g, rows, rows, k, seed))
+            for rows, k, _, make_opp in strength
+            for g in range(strength_games)
+        ],
+    ]
+    units = Units(pool, len(calls), "tictactoe-lab")
+    try:
+        done = units.run(_apply, calls)
+    finally:
+        units.close()
+    (lab, lab_time), (fixed, fixed_time) = done[0], done[1]
     log(f"lab tournament: {lab_time:.2f} s")
-    start = time.perf_counter()
-    fixed = tournament(corrected_players(seed), GAMES)
-    fixed_time = time.perf_counter() - start
     log(f"corrected tournament: {fixed_time:.2f} s")
+    part3 = done[2 : 2 + len(lab_makers)]
+    part4 = done[2 + len(lab_makers) :]
 
     mode = "QUICK (few short strength games; NOT the committed figures)" if args.quick else "full"
     emit(
@@ -323,16 +399,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     # 3. corrected alpha-beta vs every lab bot, both seats
-    games3 = 4 if args.quick else 50
-    lab_makers: list[tuple[str, Callable[[int], TicTacToeBot]]] = [
-        ("lab-random", LabRandom),
-        ("lab-blocking", LabBlocking),
-        ("lab-win-if-can", LabWinIfCan),
-        ("lab-minimax-buggy", lambda s: LabMinimax()),
-        ("lab-alphabeta-buggy", lambda s: LabAlphaBeta()),
-        ("lab-pure-mc", LabPureMC),
-        ("lab-uct", LabUCT),
-    ]
     emit(
         "## 3. Corrected alpha-beta against every lab bot (3x3)",
         "",
@@ -340,8 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         *MATCHUP_HEAD,
     )
-    for name, make in lab_makers:
-        w3, l3, d3, secs = matchup(lambda s: AlphaBeta(), make, games3, 3, 3, 3, seed)
+    for (name, _), (w3, l3, d3, secs) in zip(lab_makers, part3, strict=True):
         emit(Matchup("alphabeta", name, "3x3", w3, l3, d3, secs).row())
         log(f"alphabeta vs {name}: {w3}/{l3}/{d3}")
     emit("")
@@ -358,17 +423,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         *MATCHUP_HEAD,
     )
-    per_candidate = 50 if args.quick else 1000
-    for rows, k in ((7, 4), (15, 5)):
-        for opp_name, make_opp in (
-            ("alphabeta-d2", lambda s: DepthLimitedAlphaBeta(2)),
-            ("pure-mc", lambda s: PureMC(s, per_candidate=per_candidate, max_cells=None)),
-        ):
-            w4, l4, d4, secs = matchup(
-                lambda s: MCTSBot(s, seconds=move_time), make_opp, strength_games, rows, rows, k, seed
-            )
-            emit(Matchup(f"mcts {move_time:g} s", opp_name, f"{rows}x{rows} k={k}", w4, l4, d4, secs).row())
-            log(f"mcts vs {opp_name} {rows}x{rows}: {w4}/{l4}/{d4} in {secs:.0f} s")
+    for m, (rows, k, opp_name, _) in enumerate(strength):
+        w4, l4, d4, secs = tally_games(part4[m * strength_games : (m + 1) * strength_games])
+        emit(Matchup(f"mcts {move_time:g} s", opp_name, f"{rows}x{rows} k={k}", w4, l4, d4, secs).row())
+        log(f"mcts vs {opp_name} {rows}x{rows}: {w4}/{l4}/{d4} in {secs:.0f} s")
     emit("", f"Total run time {time.perf_counter() - t0:.0f} s.")
     path = args.output
     with open(path, "w", encoding="utf-8") as f:

@@ -102,7 +102,7 @@ def _run_tictactoe_lab(args: argparse.Namespace) -> int:
         argv += ["--move-time", str(args.move_time)]
     if args.strength_games is not None:
         argv += ["--strength-games", str(args.strength_games)]
-    return _main(tictactoe_lab.main, argv)
+    return _on_pool(tictactoe_lab.main, argv, args.ray, "one tournament, matchup or strength game per task")
 
 
 def register(subparsers: Any) -> None:
@@ -176,4 +176,5 @@ def register(subparsers: Any) -> None:
     ttt.add_argument("--seed", type=int, default=2024, help="master seed")
     ttt.add_argument("--move-time", type=float, default=None, help="MCTS seconds per move (default 1)")
     ttt.add_argument("--strength-games", type=int, default=None, help="games per strength matchup (default 6)")
+    _add_ray(ttt, "the tournaments, matchups and strength games")
     ttt.set_defaults(func=_run_tictactoe_lab)
