@@ -79,7 +79,9 @@ REACH_TIMEOUT = 5.0
 
 
 def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
-    """Open (and close) a TCP connection to ``address`` (``host:port`` or ``ray://host:port``) within ``timeout``.
+    """Check that ``address`` (``host:port`` or ``ray://host:port``) accepts a TCP connection and a gRPC handshake.
+
+    Each step has ``timeout`` seconds (``ray.init`` alone would retry for minutes).
 
     ``auto`` (a cluster found on this machine) and addresses without a port are left to Ray.
 
@@ -90,15 +92,28 @@ def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
     host, sep, port = hostport.rpartition(":")
     if address == "auto" or not sep or not port.isdigit():
         return
+    host = host.strip("[]") or "127.0.0.1"
+    reason = ""
     try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+        with socket.create_connection((host, int(port)), timeout=timeout):
             pass
     except OSError as exc:
         reason = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+    if not reason:  # something listens; Ray's head (GCS) and client server speak gRPC, so its handshake must finish
+        import grpc
+
+        channel = grpc.insecure_channel(f"{host}:{port}")
+        try:
+            grpc.channel_ready_future(channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            reason = f"something listens there, but no gRPC handshake within {timeout:g} s"
+        finally:
+            channel.close()
+    if reason:
         raise RayUnavailable(
             f"cannot reach the Ray cluster at {address} ({reason}); "
             "check the address and that the cluster is running, or leave out ADDRESS for a local cluster"
-        ) from None
+        )
 
 
 def connect(address: str | None) -> Any:
