@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import arena_bots  # noqa: F401  (registers the hosted bots)
-from arena_bots.experiments import output_path
+from arena_bots.experiments import RunMany, Units, output_path
 from arena_bots.liars_dice import dice_game, thesis_cfr
 from arena_bots.liars_dice.bots import LearnerBot, StatisticianBot
 from arena_bots.liars_dice.cfr_bot import load_dice_policy, load_policy, load_thesis
@@ -300,25 +301,15 @@ def dice_game_section(rep: Report, quick: bool) -> None:
     rep.add()
 
 
-def weak_cfr_section(rep: Report, quick: bool, seed: int, log: Callable[[str], None]) -> None:
-    """Modified SARSA (fresh, learning online) against DP-CFR solved with fewer and fewer iterations."""
+def weak_cfr_rows(quick: bool, seed: int) -> list[tuple[int, float, int]]:
+    """Per scale: the (2, 2) round's exploitability and modified SARSA's wins (one unit of work: one shared rng)."""
     import tempfile
 
     from arena_bots.liars_dice.cfr_bot import CfrBot
 
     scales = (1, 100) if quick else (1, 3, 10, 30, 100, 1000)
     games = 20 if quick else 400
-    rep.add("## Why 0.2% and not 25%: modified SARSA against weaker CFR solutions")
-    rep.add()
-    rep.add(
-        f"The thesis's game again; `cfr` plays the DP-CFR solved with only `scale x (a + b)` sampled iterations per "
-        f"round (the shipped one used 20000 x (a + b)); a fresh modified SARSA learns online over {games} games "
-        "per row, seats alternating. The exact exploitability of the (2, 2) round (perfect-recall best response, "
-        "later rounds' values fixed) says how far each solution is from an equilibrium."
-    )
-    rep.add()
-    rep.add("| Iterations per die per round | (2, 2) round exploitability | Modified SARSA's win % (95% CI) |")
-    rep.add("|---|---|---|")
+    rows = []
     rng = np.random.default_rng(seed + 500)
     with tempfile.TemporaryDirectory() as tmp:
         for n, scale in enumerate(scales):
@@ -337,10 +328,30 @@ def weak_cfr_section(rep: Report, quick: bool, seed: int, log: Callable[[str], N
                 first = k % 2 == 0
                 returns, _ = play_game([sarsa, cfr] if first else [cfr, sarsa], THESIS_PARAMS, rng, f"w{k}")
                 wins += int((returns[0] > 0) == first)
-            pct, half = interval(wins, games)
-            expl = thesis_cfr.round_exploitability(value, policies, 2)
-            rep.add(f"| {scale} | {expl:.4f} | {pct:.1f}% ± {half:.1f} |")
-            log(f"weak cfr scale {scale}: sarsa-profiling {pct:.1f}% ± {half:.1f}")
+            rows.append((scale, thesis_cfr.round_exploitability(value, policies, 2), wins))
+    return rows
+
+
+def weak_cfr_section(
+    rep: Report, quick: bool, seed: int, log: Callable[[str], None], rows: list[tuple[int, float, int]] | None = None
+) -> None:
+    """Modified SARSA (fresh, learning online) against DP-CFR solved with fewer and fewer iterations."""
+    games = 20 if quick else 400
+    rep.add("## Why 0.2% and not 25%: modified SARSA against weaker CFR solutions")
+    rep.add()
+    rep.add(
+        f"The thesis's game again; `cfr` plays the DP-CFR solved with only `scale x (a + b)` sampled iterations per "
+        f"round (the shipped one used 20000 x (a + b)); a fresh modified SARSA learns online over {games} games "
+        "per row, seats alternating. The exact exploitability of the (2, 2) round (perfect-recall best response, "
+        "later rounds' values fixed) says how far each solution is from an equilibrium."
+    )
+    rep.add()
+    rep.add("| Iterations per die per round | (2, 2) round exploitability | Modified SARSA's win % (95% CI) |")
+    rep.add("|---|---|---|")
+    for scale, expl, wins in rows if rows is not None else weak_cfr_rows(quick, seed):
+        pct, half = interval(wins, games)
+        rep.add(f"| {scale} | {expl:.4f} | {pct:.1f}% ± {half:.1f} |")
+        log(f"weak cfr scale {scale}: sarsa-profiling {pct:.1f}% ± {half:.1f}")
     rep.add()
 
 
@@ -355,8 +366,63 @@ class Report:
         self.lines.append(text)
 
 
-def run(quick: bool, seed: int, out: Path, log: Callable[[str], None]) -> str:
-    """Run everything; returns the markdown document."""
+NAMES = ("random", "statistician", "cfr", "sarsa", "sarsa-profiling", "q-learning")
+"""The crosstables' bots."""
+
+
+def experiment_units(a: str, b: str, seed: int, iterations: tuple[int, ...]) -> list[list[int]]:
+    """One of the three experiments (one unit of work): each iteration's wins of ``a``, the tables carried over."""
+    pair = Pair(a, b, seed)
+    results: list[list[int]] = []
+    done = 0
+    for games in iterations:
+        results.append(pair.play(games, start=done))
+        done += games
+    return results
+
+
+def pair_wins(a: str, b: str, seed: int, games: int) -> list[int]:
+    """One pair of the 2-player crosstable (one unit of work), learners fresh."""
+    return Pair(a, b, seed).play(games)
+
+
+def three_player_table(seed: int, games_3p: int) -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
+    """Every trio of :data:`NAMES`, ``games_3p`` games each (one unit of work: the trios share one rng).
+
+    Returns:
+        Wins, games played and total return per bot.
+    """
+    names = list(NAMES)
+    rng = np.random.default_rng(seed + 300)
+    wins3 = dict.fromkeys(names, 0)
+    played = dict.fromkeys(names, 0)
+    score = dict.fromkeys(names, 0.0)
+    hosted = hosted_bots()
+    for trio in itertools.combinations(names, 3):
+        tables = {bot_name: ThesisLearner(15, 6, *LEARNERS[bot_name], rng) for bot_name in trio if bot_name in LEARNERS}
+        for k in range(games_3p):
+            order = [trio[(k + i) % 3] for i in range(3)]
+            bots: list[Bot] = [
+                LearnerBot(bot_name, *LEARNERS[bot_name], k, persist=False, shared=tables[bot_name])
+                if bot_name in tables
+                else hosted[bot_name].factory(k)
+                for bot_name in order
+            ]
+            returns, _ = play_game(bots, {**THESIS_PARAMS, "players": 3}, rng)
+            for bot_name, ret in zip(order, returns, strict=True):
+                played[bot_name] += 1
+                score[bot_name] += ret
+                wins3[bot_name] += int(ret == max(returns))
+    return wins3, played, score
+
+
+def _apply(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``fn(*args)``: lets one batch of units mix different kinds of work."""
+    return fn(*args)
+
+
+def run(quick: bool, seed: int, out: Path, log: Callable[[str], None], pool: RunMany | None = None) -> str:
+    """Run everything (the independent units on ``pool`` when given, ``--ray``); returns the markdown document."""
     started = time.perf_counter()
     rep = Report(log)
     rep.add("# Liar's Dice thesis experiments (Lohn 2024), rerun")
@@ -388,11 +454,24 @@ def run(quick: bool, seed: int, out: Path, log: Callable[[str], None]) -> str:
         ("modified SARSA vs Q-learning", "sarsa-profiling", "q-learning", exp2),
         ("modified SARSA vs cfr", "sarsa-profiling", "cfr", exp3),
     ]
-    for n, (label, a, b, iterations) in enumerate(plans):
-        pair = Pair(a, b, seed + n)
+    names = list(NAMES)
+    games_2p = 200 // scale
+    games_3p = 60 // scale
+    pairs = list(itertools.combinations(names, 2))
+    calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        *[(experiment_units, (a, b, seed + n, iterations)) for n, (_, a, b, iterations) in enumerate(plans)],
+        *[(pair_wins, (a, b, seed + 100 + names.index(a) * 10 + names.index(b), games_2p)) for a, b in pairs],
+        (three_player_table, (seed, games_3p)),
+        (weak_cfr_rows, (quick, seed)),
+    ]
+    units = Units(pool, len(calls), "liars-dice-thesis")
+    try:
+        done = units.run(_apply, calls)
+    finally:
+        units.close()
+    for n, (label, _, _, iterations) in enumerate(plans):
         results: list[int] = []
-        for it, games in enumerate(iterations):
-            wins = pair.play(games, start=len(results))
+        for it, (games, wins) in enumerate(zip(iterations, done[n], strict=True)):
             results += wins
             pct, half = interval(sum(wins), games)
             won, of = thesis[label][it]
@@ -458,15 +537,12 @@ def run(quick: bool, seed: int, out: Path, log: Callable[[str], None]) -> str:
     )
     rep.add()
 
-    names = ["random", "statistician", "cfr", "sarsa", "sarsa-profiling", "q-learning"]
-    games_2p = 200 // scale
     rep.add(f"## Crosstable, 2 players ({games_2p} games per pair; row's win %; learners start fresh per pair)")
     rep.add()
     rep.add("| | " + " | ".join(names) + " |")
     rep.add("|---" * (len(names) + 1) + "|")
     table = {(r, c): "" for r in names for c in names}
-    for a, b in itertools.combinations(names, 2):
-        wins = Pair(a, b, seed + 100 + names.index(a) * 10 + names.index(b)).play(games_2p)
+    for (a, b), wins in zip(pairs, done[len(plans) : len(plans) + len(pairs)], strict=True):
         pct, half = interval(sum(wins), len(wins))
         table[a, b] = f"{pct:.0f} ± {half:.0f}"
         table[b, a] = f"{100 - pct:.0f} ± {half:.0f}"
@@ -474,31 +550,11 @@ def run(quick: bool, seed: int, out: Path, log: Callable[[str], None]) -> str:
         rep.add(f"| {r} | " + " | ".join(table[r, c] or "—" for c in names) + " |")
     log("2-player crosstable done")
     rep.add()
-    games_3p = 60 // scale
     rep.add(f"## 3 players ({games_3p} games per trio, seats rotated; wins and mean return per bot)")
     rep.add()
     rep.add("With 3 players `cfr` has no solved strategy and plays as the statistician.")
     rep.add()
-    rng = np.random.default_rng(seed + 300)
-    wins3 = dict.fromkeys(names, 0)
-    played = dict.fromkeys(names, 0)
-    score = dict.fromkeys(names, 0.0)
-    hosted = hosted_bots()
-    for trio in itertools.combinations(names, 3):
-        tables = {bot_name: ThesisLearner(15, 6, *LEARNERS[bot_name], rng) for bot_name in trio if bot_name in LEARNERS}
-        for k in range(games_3p):
-            order = [trio[(k + i) % 3] for i in range(3)]
-            bots: list[Bot] = [
-                LearnerBot(bot_name, *LEARNERS[bot_name], k, persist=False, shared=tables[bot_name])
-                if bot_name in tables
-                else hosted[bot_name].factory(k)
-                for bot_name in order
-            ]
-            returns, _ = play_game(bots, {**THESIS_PARAMS, "players": 3}, rng)
-            for bot_name, ret in zip(order, returns, strict=True):
-                played[bot_name] += 1
-                score[bot_name] += ret
-                wins3[bot_name] += int(ret == max(returns))
+    wins3, played, score = done[len(plans) + len(pairs)]
     rep.add("| Bot | Games | Wins % | Mean return |")
     rep.add("|---|---|---|---|")
     for bot_name in sorted(names, key=lambda b: -score[b] / played[b]):
@@ -535,12 +591,13 @@ def run(quick: bool, seed: int, out: Path, log: Callable[[str], None]) -> str:
     rep.add()
     dice_game_section(rep, quick)
     log("2-dice exploitability done")
-    weak_cfr_section(rep, quick, seed, log)
+    weak_cfr_section(rep, quick, seed, log, done[-1])
     rep.add(f"Wall time: {time.perf_counter() - started:.0f} s.")
     return "\n".join(rep.lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, pool: RunMany | None = None) -> int:
+    """Run the experiments (the independent units on ``pool``, ``--ray``); returns an exit code."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
@@ -553,7 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, flush=True)
 
-    text = run(args.quick, args.seed, out, log)
+    text = run(args.quick, args.seed, out, log, pool)
     out.write_text(text)
     print(f"wrote {out}")
     return 0

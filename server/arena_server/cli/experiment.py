@@ -89,7 +89,7 @@ def _run_liars_dice_thesis(args: argparse.Namespace) -> int:
     argv = ["--seed", str(args.seed), *_given("--out", args.output)]
     if args.quick:
         argv.append("--quick")
-    return _main(liars_dice_thesis.main, argv)
+    return _on_pool(liars_dice_thesis.main, argv, args.ray, "one experiment, pair or table per task")
 
 
 def _run_tictactoe_lab(args: argparse.Namespace) -> int:
@@ -159,6 +159,7 @@ def register(subparsers: Any) -> None:
         help=f"markdown output (default docs/experiments/liars-dice-thesis.md; {QUICK_OUTPUT})",
     )
     liars.add_argument("--seed", type=int, default=2024, help="master seed")
+    _add_ray(liars, "the experiments, the crosstable's pairs and the weak-CFR table")
     liars.set_defaults(func=_run_liars_dice_thesis)
     ttt = experiments.add_parser(
         "tictactoe-lab",
