@@ -114,7 +114,21 @@ def test_ray_address_that_is_not_ray_fails_after_the_timeout(tmp_path: Path) -> 
         done, seconds = cli("experiment", "rpsls-thesis", "--quick", "--ray", address)
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
-        f"arena: cannot reach the Ray cluster at {address} (something listens there, but no gRPC handshake "
-        "within 5 s); check the address and that the cluster is running, or leave out ADDRESS for a local cluster"
+        f"arena: cannot reach the Ray cluster at {address} (no gRPC answer within 5 s); check the address and "
+        "that the cluster is running, or leave out ADDRESS for a local cluster"
     ], done.stderr
     assert seconds < 60  # ray.init alone would retry for minutes
+
+
+@pytest.mark.slow
+def test_ray_address_of_a_running_cluster_is_joined(tmp_path: Path, pool: RayPool) -> None:
+    """The CLI joins this module's cluster by its address (the check lets a real Ray head through)."""
+    address = pool.ray.get_runtime_context().gcs_address
+    out = tmp_path / "rr.md"
+    argv = ["experiment", "rpsls-thesis", "--quick", "--only", "round-robin", "--output", str(out), "--ray", address]
+    done, _ = cli(*argv)
+    assert done.returncode == 0, done.stderr
+    assert "arena: on Ray (" in done.stderr
+    alone = tmp_path / "alone.md"
+    assert in_thread(lambda: rpsls_thesis.main(["--quick", "--only", "round-robin", "--output", str(alone)])) == 0
+    assert without(r"in \d+ s\.", alone.read_text()) == without(r"in \d+ s\.", out.read_text())

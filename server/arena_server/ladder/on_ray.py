@@ -79,7 +79,7 @@ REACH_TIMEOUT = 5.0
 
 
 def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
-    """Check that ``address`` (``host:port`` or ``ray://host:port``) accepts a TCP connection and a gRPC handshake.
+    """Check that ``address`` (``host:port`` or ``ray://host:port``) accepts a TCP connection and answers HTTP/2 (gRPC).
 
     Each step has ``timeout`` seconds (``ray.init`` alone would retry for minutes).
 
@@ -93,22 +93,22 @@ def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
     if address == "auto" or not sep or not port.isdigit():
         return
     host = host.strip("[]") or "127.0.0.1"
-    reason = ""
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
+        with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+            # Ray's head (GCS) and client server speak gRPC, that is HTTP/2: send the client preface and an
+            # empty SETTINGS frame, and wait for the server's SETTINGS frame (9-byte header, type 4)
+            conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+            header = b""
+            while len(header) < 9:
+                chunk = conn.recv(9 - len(header))
+                if not chunk:
+                    break
+                header += chunk
+        reason = "" if len(header) == 9 and header[3] == 4 else "something answers there, but not with gRPC"
+    except TimeoutError:
+        reason = f"no gRPC answer within {timeout:g} s"
     except OSError as exc:
-        reason = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-    if not reason:  # something listens; Ray's head (GCS) and client server speak gRPC, so its handshake must finish
-        import grpc
-
-        channel = grpc.insecure_channel(f"{host}:{port}")
-        try:
-            grpc.channel_ready_future(channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            reason = f"something listens there, but no gRPC handshake within {timeout:g} s"
-        finally:
-            channel.close()
+        reason = exc.strerror or str(exc)
     if reason:
         raise RayUnavailable(
             f"cannot reach the Ray cluster at {address} ({reason}); "
