@@ -75,13 +75,13 @@ def _warm(game: Game, bots: tuple[str, ...]) -> int:
 
 
 REACH_TIMEOUT = 5.0
-"""Seconds to wait for a TCP connection to a cluster's address before giving up (``ray.init`` itself retries for minutes)."""
+"""Seconds for each step of the address check (``ray.init`` alone retries for minutes)."""
 
 
 def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
     """Check that ``address`` (``host:port`` or ``ray://host:port``) accepts a TCP connection and answers HTTP/2 (gRPC).
 
-    Each step has ``timeout`` seconds (``ray.init`` alone would retry for minutes).
+    Each step (connecting, the answer) has ``timeout`` seconds; ``ray.init`` alone would retry for minutes.
 
     ``auto`` (a cluster found on this machine) and addresses without a port are left to Ray.
 
