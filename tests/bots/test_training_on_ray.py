@@ -52,7 +52,7 @@ def test_ray_training_gives_the_same_numbers_as_one_process(tmp_path: Path) -> N
     on_ray = train(CFG, tmp_path / "ray", "--ray")
     assert on_ray.returncode == 0, on_ray.stderr
     assert "arena: on Ray (" in on_ray.stderr
-    assert "4/4 repetitions" in on_ray.stderr  # the one progress bar reached the end
+    assert "repetitions" not in on_ray.stderr  # the progress bar is drawn on a terminal only, never into a pipe
     rows, weights = numbers(tmp_path / "ray")
     assert len(rows) == 4 * 8
     assert [int(r["repetition"]) for r in rows] == sorted(int(r["repetition"]) for r in rows)

@@ -302,3 +302,12 @@ async def test_failures_of_a_crashing_bot_are_listed(live_server: LiveServer, bo
     text = out.decode()
     assert f"match {record.match_id} (rps), seat 1, version 1" in text and "crash" in text
     assert 'last message it received: {"turn"' in text and "about to divide by zero" in text
+
+
+def test_tokens_never_read_as_command_line_options() -> None:
+    """A token is typed after ``--token``: one starting with ``-`` was taken for an option by argparse."""
+    from arena_server.bots.registry import new_token
+
+    tokens = {new_token() for _ in range(3000)}
+    assert len(tokens) == 3000
+    assert all(len(t) == 32 and t.isalnum() and t.isascii() for t in tokens)

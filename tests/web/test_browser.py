@@ -163,6 +163,11 @@ async def test_leaderboard_sorts_updates_live_and_opens_a_bot_page(served: Serve
     await page.click("#leader-rows a[href^='/bot/rotate']")
     await page.wait_for_url(re.compile(r"/bot/rotate"))
     assert await page.locator("svg.history polyline").count() == 1
+    for _ in range(40):  # rotate meets its three opponents as the ladder goes on
+        if await page.locator("table.h2h tbody tr").count() == 3:
+            break
+        await asyncio.sleep(0.5)
+        await page.reload()
     assert await page.locator("table.h2h tbody tr").count() == 3
     assert "Python (runs inside the server)" in await page.locator("dl.facts").inner_text()
     await shot(page, "bot")

@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 import shutil
+import string
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -147,6 +148,18 @@ async def bot_details(store: Store, name: str, limit: int = MAX_VERSIONS_PER_BOT
             for v, st, cmd, g, rep, at in await cur.fetchall()
         )
     return BotDetails(row[1], row[2], row[3], datetime.fromisoformat(row[4]), versions)
+
+
+TOKEN_ALPHABET = string.ascii_letters + string.digits
+
+
+def new_token() -> str:
+    """A bot's secret token: 32 letters and digits (190 bits).
+
+    Never ``-`` or ``_`` (``token_urlsafe`` could start a token with ``-``, which a command
+    line then read as an option: ``arena bot failures NAME --token -x...`` failed).
+    """
+    return "".join(secrets.choice(TOKEN_ALPHABET) for _ in range(32))
 
 
 def default_data_dir(db_path: str) -> Path:
@@ -386,7 +399,7 @@ class BotRegistry:
             raise RegistryError(
                 "taken", f"{name!r} is (or looks like) the name of a hosted reference bot; pick another name"
             )
-        token = secrets.token_urlsafe(24)
+        token = new_token()
         now = datetime.now(UTC).isoformat()
         conn = self.store.conn
         async with self.store.write_lock:
