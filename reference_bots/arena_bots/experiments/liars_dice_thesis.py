@@ -35,6 +35,7 @@ from arena_bots.liars_dice.cfr_bot import load_dice_policy, load_policy, load_th
 from arena_bots.liars_dice.learners import ThesisLearner
 from arena_bots.liars_dice.play import THESIS_PARAMS, play_game
 from arena_bots.liars_dice.small_game import Solver, exploitability, game_value, make_game, policy_of
+from arena_bots.progress import Steps
 from arena_bots.registry import BotState, HostedBot, hosted_bots
 from arena_client import Bot, MatchInfo, SeatInfo, TimeControl, Turn
 from arena_games.liars_dice import LiarsDiceBid, LiarsDiceGame, LiarsDiceObservation
@@ -300,13 +301,19 @@ def dice_game_section(rep: Report, quick: bool) -> None:
     rep.add()
 
 
+WEAK_CFR_SCALES = (1, 3, 10, 30, 100, 1000)
+"""Iterations per die per round of the weaker DP-CFR solutions (full run)."""
+WEAK_CFR_SCALES_QUICK = (1, 100)
+"""The same under ``--quick``."""
+
+
 def weak_cfr_section(rep: Report, quick: bool, seed: int, log: Callable[[str], None]) -> None:
     """Modified SARSA (fresh, learning online) against DP-CFR solved with fewer and fewer iterations."""
     import tempfile
 
     from arena_bots.liars_dice.cfr_bot import CfrBot
 
-    scales = (1, 100) if quick else (1, 3, 10, 30, 100, 1000)
+    scales = WEAK_CFR_SCALES_QUICK if quick else WEAK_CFR_SCALES
     games = 20 if quick else 400
     rep.add("## Why 0.2% and not 25%: modified SARSA against weaker CFR solutions")
     rep.add()
@@ -550,10 +557,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = output_path(args.out, DOCUMENT, args.quick)
 
-    def log(msg: str) -> None:
+    def echo(msg: str) -> None:
         print(msg, flush=True)
 
-    text = run(args.quick, args.seed, out, log)
+    # one log line per stage: the six iterations of the three experiments, the crosstable, the 3-player
+    # table, the 2-dice exploitability and each weaker CFR; the bar (a terminal only) counts them
+    stages = 6 + 3 + len(WEAK_CFR_SCALES_QUICK if args.quick else WEAK_CFR_SCALES)
+    log = Steps(echo, stages, "liars-dice-thesis")
+    try:
+        text = run(args.quick, args.seed, out, log)
+    finally:
+        log.close()
     out.write_text(text)
     print(f"wrote {out}")
     return 0

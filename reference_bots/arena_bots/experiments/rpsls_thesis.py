@@ -36,6 +36,7 @@ import arena_bots.rps.thesis_kernels as K
 from arena_bots import hosted_bots
 from arena_bots.experiments import output_path
 from arena_bots.experiments.duel import duel
+from arena_bots.progress import Steps
 
 DOCUMENT = "docs/experiments/rpsls-thesis.md"
 """The committed document a full run writes (a --quick run never does)."""
@@ -567,17 +568,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     start = time.perf_counter()
 
-    def log(msg: str) -> None:
+    def echo(msg: str) -> None:
         print(f"[{time.perf_counter() - start:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
+    # one log line per stage: each studied algorithm (experiment 1), each string family (experiment 2),
+    # each round robin; the bar (a terminal only) counts them
+    stages = 0 if args.only == "round-robin" else len(STUDIED) + 1 + 1 + len(PERIODS) + len(P_VALUES)
+    stages += 0 if args.only == "thesis" else 2
+    log = Steps(echo, stages, "rpsls-thesis")
     rep = Report()
     run = Runner(args.seed, log)
     mode = "QUICK (short matches, NOT comparable with the thesis)" if args.quick else "full"
-    if args.only != "round-robin":
-        experiment_algorithms(plan, run, rep)
-        experiment_strings(plan, run, rep, args.seed)
-    if args.only != "thesis":
-        round_robin(plan, rep, args.seed, log)
+    try:
+        if args.only != "round-robin":
+            experiment_algorithms(plan, run, rep)
+            experiment_strings(plan, run, rep, args.seed)
+        if args.only != "thesis":
+            round_robin(plan, rep, args.seed, log)
+    finally:
+        log.close()
     elapsed = time.perf_counter() - start
     head = [
         "# RPSLS thesis experiments, rerun",

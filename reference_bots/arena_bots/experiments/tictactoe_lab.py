@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from arena_bots.experiments import output_path
+from arena_bots.progress import Steps
 from arena_bots.tic_tac_toe.alpha_beta import AlphaBeta, DepthLimitedAlphaBeta
 from arena_bots.tic_tac_toe.board import TicTacToeBot
 from arena_bots.tic_tac_toe.lab_alpha_beta import LabAlphaBeta
@@ -246,8 +247,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed = args.seed
     t0 = time.perf_counter()
 
-    def log(msg: str) -> None:
+    def echo(msg: str) -> None:
         print(f"[{time.perf_counter() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    # one log line per stage (warm-up, the two tournaments, 7 alpha-beta matchups, 4 MCTS matchups);
+    # the bar (a terminal only) counts them
+    log = Steps(echo, 14, "tictactoe-lab")
+    try:
+        return _run(args, seed, move_time, strength_games, t0, log)
+    finally:
+        log.close()
+
+
+def _run(args: argparse.Namespace, seed: int, move_time: float, strength_games: int, t0: float, log: Steps) -> int:
+    """The experiment proper (``main`` after its options are checked)."""
 
     out: list[str] = []
 
@@ -373,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = args.output
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")
-    log(f"wrote {path}")
+    log.log(f"wrote {path}")
     return 0
 
 
