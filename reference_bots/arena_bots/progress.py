@@ -43,7 +43,7 @@ class ProgressBar:
             console = Console(file=self.stream, force_terminal=True)
             self._progress = Progress(
                 TextColumn("{task.description}"),
-                BarColumn(),
+                BarColumn(bar_width=30),  # the whole line fits 80 columns with a 20-character label
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 TextColumn("ETA"),
@@ -85,8 +85,8 @@ class Steps:
 
     For runs made of a known number of stages that each end with a log line (the
     experiments): ``log = Steps(print, 12, "rpsls-thesis")`` then ``log("stage done")``
-    prints the line as before and moves the bar (on a terminal only) one step, the
-    message shown after it.
+    prints the line as before (above the bar on a terminal) and moves the bar one
+    step; off a terminal there is no bar, only the lines.
 
     Args:
         log: where the messages go (unchanged by the bar).
@@ -112,8 +112,7 @@ class Steps:
         """Log ``message`` and count one step done."""
         self.log(message)
         self.done += 1
-        note = message if len(message) <= 48 else message[:47] + "…"
-        self.bar.update(self.done, note)
+        self.bar.update(self.done)  # the message itself is the log line printed above the bar
 
     def close(self) -> None:
         """Stop drawing (also when the run ends early)."""
