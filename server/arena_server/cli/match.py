@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import time
 
 import grpc
 
@@ -151,7 +150,7 @@ def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
     server under its id and how to follow it.
 
     Raises:
-        CliError: the server cannot be reached, or it refused the match.
+        CliError: the server cannot be reached, it refused the match, or the stream broke off.
         Interrupted: Ctrl-C while the match runs.
     """
     request = mp.CreateMatchRequest(
@@ -174,7 +173,7 @@ def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
         except grpc.RpcError as exc:
             raise _rpc_error(exc, args.server) from None
         try:
-            r = _until_ended(stub, match_id)
+            r = _until_ended(stub, match_id, args.server)
         except KeyboardInterrupt:
             raise Interrupted(
                 f"interrupted; the match goes on at {args.server} as {match_id} (a match cannot be stopped from "
@@ -197,18 +196,17 @@ def _rpc_error(exc: grpc.RpcError, server: str) -> CliError:
     return CliError(exc.details())  # type: ignore[attr-defined]
 
 
-def _until_ended(stub: mp_grpc.MatchServiceStub, match_id: str) -> mp.MatchRecord:
-    """The record of ``match_id`` once it has ended: from its watch stream, else by asking until it has."""
-    try:
-        for event in stub.WatchMatch(mp.WatchMatchRequest(match_id=match_id)):
-            if event.WhichOneof("kind") == "ended":
-                return event.ended
-    except grpc.RpcError as exc:
-        if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
-            raise
-        # dropped as a slow spectator, or the stream refused: the record is still there to ask for
-    while True:
-        record = stub.GetMatch(mp.GetMatchRequest(match_id=match_id, move_limit=1))
-        if record.status != mp.MATCH_STATUS_RUNNING:
-            return record
-        time.sleep(0.5)
+def _until_ended(stub: mp_grpc.MatchServiceStub, match_id: str, server: str) -> mp.MatchRecord:
+    """The record of ``match_id`` from its watch stream, once it has ended.
+
+    Raises:
+        CliError: the stream closed before the end (the match itself goes on at the server).
+    """
+    for event in stub.WatchMatch(mp.WatchMatchRequest(match_id=match_id)):
+        if event.WhichOneof("kind") == "ended":
+            ended: mp.MatchRecord = event.ended
+            return ended
+    raise CliError(
+        f"the server closed match {match_id}'s stream before its end; "
+        f"`arena watch {match_id} --server {server}` follows it to its result"
+    )
