@@ -68,17 +68,18 @@ def run_experiment(argv: list[str], cwd: Path, on_a_terminal: bool) -> tuple[str
         assert proc.returncode == 0, proc.stderr
         return proc.stdout, proc.stderr
     primary, replica = pty.openpty()
+    stdout = cwd / "stdout.txt"  # a file, as with `> results.txt`
     try:
-        with subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=replica, stdin=subprocess.DEVNULL, cwd=cwd
-        ) as proc:
+        with (
+            stdout.open("wb") as out,
+            subprocess.Popen(command, stdout=out, stderr=replica, stdin=subprocess.DEVNULL, cwd=cwd) as proc,
+        ):
             os.close(replica)
             drawn = _drain(primary)
-            stdout = proc.stdout.read() if proc.stdout is not None else b""
             assert proc.wait(600) == 0, drawn
     finally:
         os.close(primary)
-    return stdout.decode(errors="replace"), drawn.decode(errors="replace")
+    return stdout.read_text(errors="replace"), drawn.decode(errors="replace")
 
 
 def test_rpsls_round_robin_draws_its_bar_only_on_a_terminal(tmp_path: Path) -> None:
@@ -86,9 +87,11 @@ def test_rpsls_round_robin_draws_its_bar_only_on_a_terminal(tmp_path: Path) -> N
     _, piped = run_experiment(argv, tmp_path, on_a_terminal=False)
     assert "ETA" not in piped and "\r" not in piped, piped
     assert "round robin with 5 signs done" in piped  # the log lines themselves stay
-    _, drawn = run_experiment(argv, tmp_path, on_a_terminal=True)
+    stdout, drawn = run_experiment(argv, tmp_path, on_a_terminal=True)
     assert "rpsls-thesis" in drawn and "ETA" in drawn and "2/2" in drawn, drawn
     assert "round robin with 5 signs done" in drawn
+    # the 3-sign table is printed to stdout while the bar is drawn (1/2): it stays in the file, not the terminal
+    assert "Round robin, 3 signs" in stdout and "Round robin, 3 signs" not in drawn, stdout
 
 
 SLOW = {
