@@ -8,6 +8,7 @@ file or a pipe gets the results, not hundreds of redraws). The caller reports
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from types import TracebackType
 from typing import TextIO
 
@@ -42,7 +43,7 @@ class ProgressBar:
             console = Console(file=self.stream, force_terminal=True)
             self._progress = Progress(
                 TextColumn("{task.description}"),
-                BarColumn(),
+                BarColumn(bar_width=30),  # the whole line fits 80 columns with a 20-character label
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 TextColumn("ETA"),
@@ -50,6 +51,9 @@ class ProgressBar:
                 TextColumn("{task.fields[note]}"),
                 console=console,
                 transient=False,
+                # lines printed to stdout go above the bar only when stdout is that terminal too;
+                # ``> results.txt`` keeps them in the file
+                redirect_stdout=is_terminal(sys.stdout),
             )
             self._task = self._progress.add_task(label.strip(), total=self.total, note="")
             self._progress.start()
@@ -74,3 +78,42 @@ class ProgressBar:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+class Steps:
+    """A log function that also advances a progress bar by one step per message.
+
+    For runs made of a known number of stages that each end with a log line (the
+    experiments): ``log = Steps(print, 12, "rpsls-thesis")`` then ``log("stage done")``
+    prints the line as before (above the bar on a terminal) and moves the bar one
+    step; off a terminal there is no bar, only the lines.
+
+    Args:
+        log: where the messages go (unchanged by the bar).
+        total: how many messages the run will log.
+        label: shown before the bar.
+        stream: where to draw (default stderr).
+        enabled: force the bar on or off (default: only when ``stream`` is a terminal).
+    """
+
+    def __init__(
+        self,
+        log: Callable[[str], None],
+        total: int,
+        label: str,
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+    ) -> None:
+        self.log = log
+        self.done = 0
+        self.bar = ProgressBar(total, label, stream=stream, enabled=enabled)
+
+    def __call__(self, message: str) -> None:
+        """Log ``message`` and count one step done."""
+        self.log(message)
+        self.done += 1
+        self.bar.update(self.done)  # the message itself is the log line printed above the bar
+
+    def close(self) -> None:
+        """Stop drawing (also when the run ends early)."""
+        self.bar.close()

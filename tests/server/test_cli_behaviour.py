@@ -20,8 +20,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from arena.v1 import matches_pb2 as mp
+from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_bots.experiments import REPOSITORY, OutputError, output_path
 from arena_client import Bot, SeatInfo, Termination, Turn
 from arena_games import load_game
@@ -262,8 +265,22 @@ def test_ctrl_c_during_a_match_on_the_server_and_while_watching(server: ServerPr
             assert bot.wait_events("started", 1, 60), (bot.err.text(), match.err.text())
             assert watch.out.wait(lambda lines: any(x.startswith("match ") for x in lines), 30), watch.err.text()
             assert interrupt(watch).splitlines() == ["arena: interrupted"]
-            assert interrupt(match).splitlines() == ["arena: interrupted"]
+            [line] = interrupt(match).splitlines()
             assert match.out.text() == ""
+            # the one line says the match goes on at the server, under its id, and how to follow it ...
+            said = re.fullmatch(
+                r"arena: interrupted; the match goes on at (\S+) as (\S+) \(a match cannot be stopped from here\): "
+                r"`arena watch (\S+) --server (\S+)` follows it to its result",
+                line,
+            )
+            assert said is not None, line
+            assert said[1] == said[4] == server.address and said[2] == said[3]
+            assert f"match {said[2]}:" in watch.out.text()  # the very match the spectator saw start
+            # ... and it does: the server still runs it
+            with grpc.insecure_channel(server.address) as channel:
+                record = mp_grpc.MatchServiceStub(channel).GetMatch(mp.GetMatchRequest(match_id=said[2], move_limit=1))
+            assert record.status == mp.MATCH_STATUS_RUNNING
+            assert [s.bot_name for s in record.seats] == ["slowpoke", "random"]
 
 
 def test_ctrl_c_stops_a_tournament_which_then_resumes(tmp_path: Path) -> None:

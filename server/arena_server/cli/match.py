@@ -16,7 +16,7 @@ from arena_client.convert import params_to_proto, time_control_to_proto
 from arena_client.remote import ServerUnreachable, wait_until_reachable_blocking
 from arena_games import Game
 from arena_server.bots.formats import foreign_formats
-from arena_server.cli import CliError, run_async
+from arena_server.cli import CliError, Interrupted, run_async
 from arena_server.cli.common import (
     SERVER_ENV,
     add_connect_timeout_argument,
@@ -143,11 +143,21 @@ def _tokens(items: list[str]) -> dict[str, str]:
 
 
 def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
+    """Ask the server to run the match, follow it to its end and print the result.
+
+    The match is created without waiting (so its id is known at once) and followed with WatchMatch. Ctrl-C
+    ends this command only: the API has no way to stop a match, so the one line says that it goes on at the
+    server under its id and how to follow it.
+
+    Raises:
+        CliError: the server cannot be reached, it refused the match, or the stream broke off.
+        Interrupted: Ctrl-C while the match runs.
+    """
     request = mp.CreateMatchRequest(
         game=args.game,
         bots=args.bots,
         seed=args.seed or "",
-        wait=True,
+        wait=False,
         time_control=time_control_to_proto(tc),  # type: ignore[arg-type]
         bot_tokens=_tokens(args.token),
     )
@@ -157,16 +167,46 @@ def _remote(args: argparse.Namespace, game: object, tc: object) -> int:
             wait_until_reachable_blocking(channel, args.server, args.connect_timeout)
         except ServerUnreachable as exc:
             raise CliError(str(exc)) from None
+        stub = mp_grpc.MatchServiceStub(channel)
         try:
-            response = mp_grpc.MatchServiceStub(channel).CreateMatch(request)
+            match_id = stub.CreateMatch(request).match_id
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
-                raise CliError(f"lost the connection to {args.server} ({exc.details()})") from None  # type: ignore[attr-defined]
-            raise CliError(exc.details()) from None  # type: ignore[attr-defined]
-    r = response.record
+            raise _rpc_error(exc, args.server) from None
+        try:
+            r = _until_ended(stub, match_id, args.server)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"interrupted; the match goes on at {args.server} as {match_id} (a match cannot be stopped from "
+                f"here): `arena watch {match_id} --server {args.server}` follows it to its result"
+            ) from None
+        except grpc.RpcError as exc:
+            raise _rpc_error(exc, args.server) from None
     names = " vs ".join(s.bot_name for s in r.seats)
     scores = " : ".join(f"{x + 0.0:g}" for x in r.returns)  # + 0.0 turns -0.0 into 0
     status = mp.MatchStatus.Name(r.status).removeprefix("MATCH_STATUS_").lower()
     print(f"match {r.match_id} {r.game}: {names}  {scores}  ({status}: {r.reason})")
     print(f"seed {r.seed} (sha256 {r.seed_sha256})")
     return 0
+
+
+def _rpc_error(exc: grpc.RpcError, server: str) -> CliError:
+    """The one-line error for a failed call to ``server``."""
+    if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+        return CliError(f"lost the connection to {server} ({exc.details()})")  # type: ignore[attr-defined]
+    return CliError(exc.details())  # type: ignore[attr-defined]
+
+
+def _until_ended(stub: mp_grpc.MatchServiceStub, match_id: str, server: str) -> mp.MatchRecord:
+    """The record of ``match_id`` from its watch stream, once it has ended.
+
+    Raises:
+        CliError: the stream closed before the end (the match itself goes on at the server).
+    """
+    for event in stub.WatchMatch(mp.WatchMatchRequest(match_id=match_id)):
+        if event.WhichOneof("kind") == "ended":
+            ended: mp.MatchRecord = event.ended
+            return ended
+    raise CliError(
+        f"the server closed match {match_id}'s stream before its end; "
+        f"`arena watch {match_id} --server {server}` follows it to its result"
+    )
