@@ -8,7 +8,6 @@ file or a pipe gets the results, not hundreds of redraws). The caller reports
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from types import TracebackType
 from typing import TextIO
 
@@ -78,42 +77,3 @@ class ProgressBar:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
-
-
-class Steps:
-    """A log function that also advances a progress bar by one step per message.
-
-    For runs made of a known number of stages that each end with a log line (the
-    experiments): ``log = Steps(print, 12, "rpsls-thesis")`` then ``log("stage done")``
-    prints the line as before (above the bar on a terminal) and moves the bar one
-    step; off a terminal there is no bar, only the lines.
-
-    Args:
-        log: where the messages go (unchanged by the bar).
-        total: how many messages the run will log.
-        label: shown before the bar.
-        stream: where to draw (default stderr).
-        enabled: force the bar on or off (default: only when ``stream`` is a terminal).
-    """
-
-    def __init__(
-        self,
-        log: Callable[[str], None],
-        total: int,
-        label: str,
-        stream: TextIO | None = None,
-        enabled: bool | None = None,
-    ) -> None:
-        self.log = log
-        self.done = 0
-        self.bar = ProgressBar(total, label, stream=stream, enabled=enabled)
-
-    def __call__(self, message: str) -> None:
-        """Log ``message`` and count one step done."""
-        self.log(message)
-        self.done += 1
-        self.bar.update(self.done)  # the message itself is the log line printed above the bar
-
-    def close(self) -> None:
-        """Stop drawing (also when the run ends early)."""
-        self.bar.close()
