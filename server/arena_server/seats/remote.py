@@ -14,17 +14,21 @@ Message handling rules (the bot is told each time with an ``Error``):
 * an ``Action`` for a turn the seat was never given ends the match with
   ``PROTOCOL_ERROR``.
 
-No caller writes to the stream itself: messages go through a bounded queue
-(:data:`MAX_OUTBOX`) written in order by one writer task, and every write has a
-deadline (:data:`WRITE_TIMEOUT`), kept by one watchdog timer per session rather
-than a timer (or a task) per write, so a move costs no more than the write itself.
+No caller awaits a write: messages go through a bounded queue
+(:data:`MAX_OUTBOX`) written in order, one at a time. When nothing is queued or
+in flight, the write starts in the caller's own step (the referee's, for a
+Turn), so a move wakes no writer task; the session, not the caller, owns the
+write from then on and finishes it from gRPC's completion callback. Every write
+has a deadline (:data:`WRITE_TIMEOUT`), kept by one watchdog timer per session
+rather than a timer (or a task) per write, so a move costs no more than the write itself.
 A bot that stops reading its stream overflows one or the other; its session is
 closed and the match it is in ends with ``DISCONNECT`` and that reason.
 
-A Turn write is never cut in half by an abort (the server shutting down), and
+A Turn write is never cut in half by an abort (a match aborted or the server
+shutting down cancels the referee, which does not own the write), and
 MatchEnded is written before the seat lets go (bounded by
 :data:`END_NOTICE_TIMEOUT`), so every bot hears how its match ended. A bot's
-clock runs from the completed Turn write (the writer task starts it, so the
+clock runs from the completed Turn write (its completion starts it, so the
 referee waits on one future per move) to the moment its Action was read,
 minus a stall of the server's loop just before that read (:class:`LoopLag`).
 """
@@ -68,8 +72,9 @@ class SessionClosed(Exception):
 class RemoteSession:
     """A connected bot: its identity, its stream and the match it is in.
 
-    Messages are written in order by one writer task, so no caller ever waits
-    for the bot to read: :meth:`send` only queues. The queue holds at most
+    Messages are written in order, one at a time, so no caller ever waits
+    for the bot to read: :meth:`send` queues, or starts the write when the
+    stream is idle, and returns. The queue holds at most
     ``max_outbox`` messages and each write must finish within
     ``write_timeout`` seconds; a bot that stops reading breaks one of the two
     and its session is closed (its seat fails with ``DISCONNECT``).
@@ -433,8 +438,8 @@ class RemoteSeat(Seat):
                 self._deadline.restart(timeout, expire)
 
         try:
-            # Written by the session's writer task, which an abort (the server shutting down) never cuts in
-            # half; a bot that does not read is disconnected by the write deadline.
+            # Started here when the stream is idle, but owned by the session: an abort (cancelling this task)
+            # never cuts it in half; a bot that does not read is disconnected by the write deadline.
             session.send_nowait(msg, written)
             return await future
         finally:
