@@ -80,7 +80,7 @@ async def test_aborting_a_match_while_its_turn_write_is_in_flight(live_server: L
     assert caught, "the hook never saw the Turn it was to hold"
     # The Turn being written when the match was aborted reached the bot whole, once, before MatchEnded.
     assert len(seen) == ABORTED_AT and seen == turns, (seen, turns)
-    assert ended.termination == Termination.ABORTED, ended
+    assert Termination(ended.termination) == Termination.ABORTED, ended
     assert "while a Turn write was in flight" in ended.reason
     record = await live_server.store.get_match(caught[0])
     assert record is not None and record.termination == Termination.ABORTED
@@ -88,7 +88,7 @@ async def test_aborting_a_match_while_its_turn_write_is_in_flight(live_server: L
     # The session carries on: its next match is played to the end on the same stream.
     await raw.challenge("random", rounds=20)
     seen, ended = await play_out(raw)
-    assert len(seen) == 20 and ended.termination == Termination.NORMAL, (seen, ended)
+    assert len(seen) == 20 and Termination(ended.termination) == Termination.NORMAL, (seen, ended)
     await asyncio.wait_for(session.drained(), 5)
     assert not session.closed.is_set() and session.backlog == 0 and session._in_flight is None
 
