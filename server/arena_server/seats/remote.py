@@ -115,6 +115,10 @@ class RemoteSession:
         self._in_flight: Coroutine[Any, Any, Any] | None = None
         """The stream write in progress (stepped by :meth:`_pump` and :meth:`_resume`), or None."""
         self._waiter: asyncio.Future[Any] | None = None
+        self._in_flight_msg = bs.ServerMessage()
+        """The message the write in progress writes (meaningful while ``_in_flight`` is set)."""
+        self._pumping = False
+        """True while :meth:`_pump` runs: a message queued meanwhile (by an ``on_written``) waits for its loop."""
         """The future the write in progress waits on (gRPC core's completion); the watchdog cancels it."""
         self._writing_since: float | None = None
         """Loop time the write in progress began (None: no write in progress), for the watchdog."""
@@ -171,8 +175,7 @@ class RemoteSession:
             return
         self._outbox.append((msg, on_written))
         self._idle.clear()
-        if self._in_flight is None:
-            self._pump()
+        self._pump()
 
     @property
     def backlog(self) -> int:
@@ -190,34 +193,44 @@ class RemoteSession:
         cancel a write half-way and leave gRPC with an operation still pending
         that the next write would collide with.
         """
-        outbox = self._outbox
-        loop = asyncio.get_running_loop()
-        while outbox:
-            msg, _on_written = outbox[0]
-            if self._watchdog is None:
-                self._watchdog = loop.call_later(self.write_timeout, self._watch)
-            self._writing_since = loop.time()
-            coro = self._write(msg)
-            self._in_flight = coro
-            try:
-                waiter = coro.send(None)
-            except StopIteration:
-                self._written(msg)  # written at once (nothing to wait for)
-                continue
-            except (Exception, asyncio.CancelledError) as exc:
-                self._write_failed(msg, exc)
+        if self._pumping or self._in_flight is not None:
+            return  # the loop below, or the write in flight when it completes, takes the next message
+        self._pumping = True
+        try:
+            outbox = self._outbox
+            loop = asyncio.get_running_loop()
+            while outbox:
+                msg, _on_written = outbox[0]
+                if self._watchdog is None:
+                    self._watchdog = loop.call_later(self.write_timeout, self._watch)
+                self._writing_since = loop.time()
+                coro = self._write(msg)
+                self._in_flight = coro
+                self._in_flight_msg = msg
+                try:
+                    waiter = coro.send(None)
+                except StopIteration:
+                    self._written(msg)  # written at once (nothing to wait for)
+                    continue
+                except (Exception, asyncio.CancelledError) as exc:
+                    self._write_failed(msg, exc)
+                    return
+                self._wait_on(msg, waiter)
                 return
-            self._wait_on(waiter)
-            return
-        self._idle.set()
-        if self.closed.is_set() and self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
+            self._idle.set()
+            if self.closed.is_set() and self._watchdog is not None:
+                self._watchdog.cancel()
+                self._watchdog = None
+        finally:
+            self._pumping = False
 
-    def _wait_on(self, waiter: Any) -> None:
+    def _wait_on(self, msg: bs.ServerMessage, waiter: Any) -> None:
         """Resume the write in flight when what it yielded (a future, or None for a bare yield) is done."""
         if waiter is None:
             asyncio.get_running_loop().call_soon(self._resume, None)
+            return
+        if not asyncio.isfuture(waiter):
+            self._write_failed(msg, TypeError(f"the stream's write yielded {waiter!r}, not a future"))
             return
         waiter._asyncio_future_blocking = False
         self._waiter = waiter
@@ -229,7 +242,7 @@ class RemoteSession:
         self._waiter = None
         if coro is None:
             return
-        msg = self._outbox[0][0] if self._outbox else None
+        msg = self._in_flight_msg
         try:
             waiter = coro.send(None)
         except StopIteration:
@@ -239,23 +252,23 @@ class RemoteSession:
         except (Exception, asyncio.CancelledError) as exc:
             self._write_failed(msg, exc)
             return
-        self._wait_on(waiter)
+        self._wait_on(msg, waiter)
 
-    def _written(self, msg: bs.ServerMessage | None) -> None:
+    def _written(self, msg: bs.ServerMessage) -> None:
         """The write in flight completed: drop it from the queue and tell whoever waits for it."""
         self._in_flight = None
         self._writing_since = None
         outbox = self._outbox
-        if msg is not None and outbox and outbox[0][0] is msg:
+        if outbox and outbox[0][0] is msg:
             _msg, on_written = outbox.popleft()
             if on_written is not None:
                 on_written()
 
-    def _write_failed(self, msg: bs.ServerMessage | None, exc: BaseException) -> None:
+    def _write_failed(self, msg: bs.ServerMessage, exc: BaseException) -> None:
         """The write in flight failed or was cancelled: the bot will not read the rest; close the session."""
         self._in_flight = None
         self._writing_since = None
-        kind = msg.WhichOneof("kind") if msg is not None else "message"
+        kind = msg.WhichOneof("kind")
         if isinstance(exc, asyncio.CancelledError):
             if self._write_timed_out:
                 reason = (
@@ -286,9 +299,12 @@ class RemoteSession:
         self._watchdog = loop.call_at(due, self._watch)
 
     def _abandon(self, reason: str) -> None:
-        """Close the session and drop what is still queued (the bot will not read it)."""
-        self._drop_outbox()
+        """Close the session and drop what is still queued (the bot will not read it).
+
+        Closed first, so that nothing a dropped message's ``on_written`` sends is written.
+        """
         self.mark_closed(reason)
+        self._drop_outbox()
 
     def _drop_outbox(self) -> None:
         """Drop every queued message; their ``on_written`` callbacks run (see :meth:`send_nowait`)."""
