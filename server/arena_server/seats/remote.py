@@ -175,7 +175,8 @@ class RemoteSession:
             return
         self._outbox.append((msg, on_written))
         self._idle.clear()
-        self._pump()
+        if self._in_flight is None and not self._pumping:
+            self._pump()
 
     @property
     def backlog(self) -> int:
