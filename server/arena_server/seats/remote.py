@@ -115,11 +115,11 @@ class RemoteSession:
         self._in_flight: Coroutine[Any, Any, Any] | None = None
         """The stream write in progress (stepped by :meth:`_pump` and :meth:`_resume`), or None."""
         self._waiter: asyncio.Future[Any] | None = None
+        """The future the write in progress waits on (gRPC core's completion); the watchdog cancels it."""
         self._in_flight_msg = bs.ServerMessage()
         """The message the write in progress writes (meaningful while ``_in_flight`` is set)."""
         self._pumping = False
         """True while :meth:`_pump` runs: a message queued meanwhile (by an ``on_written``) waits for its loop."""
-        """The future the write in progress waits on (gRPC core's completion); the watchdog cancels it."""
         self._writing_since: float | None = None
         """Loop time the write in progress began (None: no write in progress), for the watchdog."""
         self._watchdog: asyncio.TimerHandle | None = None
