@@ -1,6 +1,6 @@
 """The per-move paths stay lean (issue 20): no task or timer per move, exact conversions, uvloop serving.
 
-The remote path writes through one writer task per session with one write
+The remote path writes without a task (a write starts in the caller's step) with one write
 watchdog per session, and re-arms one turn deadline per seat; these tests count
 what the event loop is asked to do during a real match through a real server,
 so a change that brings back a task or a timer per move fails them. The
@@ -76,7 +76,7 @@ async def test_a_remote_match_costs_no_task_and_no_timer_per_move(live_server: L
         del loop.call_at
     assert results[0].termination == Termination.NORMAL and results[0].returns[0] == float(ROUNDS)
     print(f"\n{ROUNDS} remote moves: {tasks} tasks and {timers} timers created (client and server together)")
-    # Per match: the connection, the session's reader/writer/pinger, the match; the fair-clock monitor
+    # Per match: the connection, the session's reader and pinger, the match; the fair-clock monitor
     # ticks every 5 ms. Nothing scales with the number of moves.
     assert tasks < ROUNDS // 10, f"{tasks} tasks for {ROUNDS} moves: something creates a task per move"
     assert timers < ROUNDS // 3, f"{timers} timers for {ROUNDS} moves: something sets a timer per move"

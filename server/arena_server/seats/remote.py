@@ -14,17 +14,21 @@ Message handling rules (the bot is told each time with an ``Error``):
 * an ``Action`` for a turn the seat was never given ends the match with
   ``PROTOCOL_ERROR``.
 
-No caller writes to the stream itself: messages go through a bounded queue
-(:data:`MAX_OUTBOX`) written in order by one writer task, and every write has a
-deadline (:data:`WRITE_TIMEOUT`), kept by one watchdog timer per session rather
-than a timer (or a task) per write, so a move costs no more than the write itself.
+No caller awaits a write: messages go through a bounded queue
+(:data:`MAX_OUTBOX`) written in order, one at a time. When nothing is queued or
+in flight, the write starts in the caller's own step (the referee's, for a
+Turn), so a move wakes no writer task; the session, not the caller, owns the
+write from then on and finishes it from gRPC's completion callback. Every write
+has a deadline (:data:`WRITE_TIMEOUT`), kept by one watchdog timer per session
+rather than a timer (or a task) per write, so a move costs no more than the write itself.
 A bot that stops reading its stream overflows one or the other; its session is
 closed and the match it is in ends with ``DISCONNECT`` and that reason.
 
-A Turn write is never cut in half by an abort (the server shutting down), and
+A Turn write is never cut in half by an abort (a match aborted or the server
+shutting down cancels the referee, which does not own the write), and
 MatchEnded is written before the seat lets go (bounded by
 :data:`END_NOTICE_TIMEOUT`), so every bot hears how its match ended. A bot's
-clock runs from the completed Turn write (the writer task starts it, so the
+clock runs from the completed Turn write (its completion starts it, so the
 referee waits on one future per move) to the moment its Action was read,
 minus a stall of the server's loop just before that read (:class:`LoopLag`).
 """
@@ -35,7 +39,7 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
@@ -68,8 +72,9 @@ class SessionClosed(Exception):
 class RemoteSession:
     """A connected bot: its identity, its stream and the match it is in.
 
-    Messages are written in order by one writer task, so no caller ever waits
-    for the bot to read: :meth:`send` only queues. The queue holds at most
+    Messages are written in order, one at a time, so no caller ever waits
+    for the bot to read: :meth:`send` queues, or starts the write when the
+    stream is idle, and returns. The queue holds at most
     ``max_outbox`` messages and each write must finish within
     ``write_timeout`` seconds; a bot that stops reading breaks one of the two
     and its session is closed (its seat fails with ``DISCONNECT``).
@@ -83,7 +88,7 @@ class RemoteSession:
 
     def __init__(
         self,
-        write: Callable[[bs.ServerMessage], Awaitable[Any]],
+        write: Callable[[bs.ServerMessage], Coroutine[Any, Any, Any]],
         peer: str = "",
         max_outbox: int | None = None,
         write_timeout: float | None = None,
@@ -105,11 +110,16 @@ class RemoteSession:
         self.max_outbox = MAX_OUTBOX if max_outbox is None else max_outbox
         self.write_timeout = WRITE_TIMEOUT if write_timeout is None else write_timeout
         self._outbox: collections.deque[tuple[bs.ServerMessage, Callable[[], None] | None]] = collections.deque()
-        self._wakeup: asyncio.Future[None] | None = None
-        """What the idle writer task awaits; :meth:`send_nowait` resolves it."""
         self._idle = asyncio.Event()
         self._idle.set()
-        self._writer: asyncio.Task[None] | None = None
+        self._in_flight: Coroutine[Any, Any, Any] | None = None
+        """The stream write in progress (stepped by :meth:`_pump` and :meth:`_resume`), or None."""
+        self._waiter: asyncio.Future[Any] | None = None
+        """The future the write in progress waits on (gRPC core's completion); the watchdog cancels it."""
+        self._in_flight_msg = bs.ServerMessage()
+        """The message the write in progress writes (meaningful while ``_in_flight`` is set)."""
+        self._pumping = False
+        """True while :meth:`_pump` runs: a message queued meanwhile (by an ``on_written``) waits for its loop."""
         self._writing_since: float | None = None
         """Loop time the write in progress began (None: no write in progress), for the watchdog."""
         self._watchdog: asyncio.TimerHandle | None = None
@@ -138,14 +148,18 @@ class RemoteSession:
     def send_nowait(self, msg: bs.ServerMessage, on_written: Callable[[], None] | None = None) -> None:
         """Queue ``msg`` for writing (the same as :meth:`send`, for code that cannot await).
 
-        A closed session drops the message. A full queue means the bot stopped
-        reading: the session is closed and its seat fails with ``DISCONNECT``.
+        When nothing is queued or being written, the write starts here, in the
+        caller's own step: the message is handed to gRPC before this returns,
+        with no task to wake. Otherwise it waits its turn behind the write in
+        flight. A closed session drops the message. A full queue means the bot
+        stopped reading: the session is closed and its seat fails with
+        ``DISCONNECT``.
 
         Args:
             msg: The message.
-            on_written: Called by the writer task as soon as ``msg`` is on the
-                stream, or when it is dropped (the session closed): whoever
-                waits for the write goes on either way, as with :meth:`drained`.
+            on_written: Called as soon as ``msg`` is on the stream, or when it
+                is dropped (the session closed): whoever waits for the write
+                goes on either way, as with :meth:`drained`.
         """
         if self.closed.is_set():
             if on_written is not None:
@@ -161,59 +175,111 @@ class RemoteSession:
             return
         self._outbox.append((msg, on_written))
         self._idle.clear()
-        wakeup = self._wakeup
-        if wakeup is not None:
-            self._wakeup = None
-            if not wakeup.done():
-                wakeup.set_result(None)
-        elif self._writer is None:
-            self._writer = asyncio.ensure_future(self._write_all())
+        if self._in_flight is None and not self._pumping:
+            self._pump()
 
     @property
     def backlog(self) -> int:
         """Messages queued and not yet written."""
         return len(self._outbox)
 
-    async def _write_all(self) -> None:
-        """The writer task: write queued messages in order, each within the write deadline."""
-        loop = asyncio.get_running_loop()
-        outbox = self._outbox
-        write = self._write
-        self._watchdog = loop.call_later(self.write_timeout, self._watch)
+    def _pump(self) -> None:
+        """Start writing the first queued message (no write is in flight).
+
+        The stream's write coroutine is stepped by hand rather than run as a
+        task: its first step hands the message to gRPC core and yields core's
+        completion future, and :meth:`_resume` finishes it when that future is
+        done. The write belongs to the session, not to whoever queued the
+        message, so cancelling the caller (a match being aborted) can never
+        cancel a write half-way and leave gRPC with an operation still pending
+        that the next write would collide with.
+        """
+        if self._pumping or self._in_flight is not None:
+            return  # the loop below, or the write in flight when it completes, takes the next message
+        self._pumping = True
         try:
-            while True:
-                while outbox:
-                    msg, on_written = outbox[0]
-                    self._writing_since = loop.time()
-                    try:
-                        await write(msg)
-                    except asyncio.CancelledError:
-                        if not self._write_timed_out:
-                            raise
-                        self._abandon(
-                            f"does not read its stream: a message ({msg.WhichOneof('kind')}) could not be written "
-                            f"within {self.write_timeout:g}s"
-                        )
-                        return
-                    except Exception as exc:  # the stream is gone: note it, the reader will close us
-                        self._abandon(f"writing to the stream failed: {exc!r}")
-                        return
-                    finally:
-                        self._writing_since = None
-                    if outbox and outbox[0][0] is msg:
-                        outbox.popleft()
-                    if on_written is not None:
-                        on_written()
-                self._idle.set()
-                if self.closed.is_set():
+            outbox = self._outbox
+            loop = asyncio.get_running_loop()
+            while outbox:
+                msg, _on_written = outbox[0]
+                if self._watchdog is None:
+                    self._watchdog = loop.call_later(self.write_timeout, self._watch)
+                self._writing_since = loop.time()
+                coro = self._write(msg)
+                self._in_flight = coro
+                self._in_flight_msg = msg
+                try:
+                    waiter = coro.send(None)
+                except StopIteration:
+                    self._written(msg)  # written at once (nothing to wait for)
+                    continue
+                except (Exception, asyncio.CancelledError) as exc:
+                    self._write_failed(msg, exc)
                     return
-                self._wakeup = wakeup = loop.create_future()
-                await wakeup
-        finally:
-            self._writing_since = None
-            if self._watchdog is not None:
+                self._wait_on(msg, waiter)
+                return
+            self._idle.set()
+            if self.closed.is_set() and self._watchdog is not None:
                 self._watchdog.cancel()
                 self._watchdog = None
+        finally:
+            self._pumping = False
+
+    def _wait_on(self, msg: bs.ServerMessage, waiter: Any) -> None:
+        """Resume the write in flight when what it yielded (a future, or None for a bare yield) is done."""
+        if waiter is None:
+            asyncio.get_running_loop().call_soon(self._resume, None)
+            return
+        if not asyncio.isfuture(waiter):
+            self._write_failed(msg, TypeError(f"the stream's write yielded {waiter!r}, not a future"))
+            return
+        waiter._asyncio_future_blocking = False
+        self._waiter = waiter
+        waiter.add_done_callback(self._resume)
+
+    def _resume(self, _done: object) -> None:
+        """One more step of the write in flight (its future is done, or it was cancelled by the watchdog)."""
+        coro = self._in_flight
+        self._waiter = None
+        if coro is None:
+            return
+        msg = self._in_flight_msg
+        try:
+            waiter = coro.send(None)
+        except StopIteration:
+            self._written(msg)
+            self._pump()
+            return
+        except (Exception, asyncio.CancelledError) as exc:
+            self._write_failed(msg, exc)
+            return
+        self._wait_on(msg, waiter)
+
+    def _written(self, msg: bs.ServerMessage) -> None:
+        """The write in flight completed: drop it from the queue and tell whoever waits for it."""
+        self._in_flight = None
+        self._writing_since = None
+        outbox = self._outbox
+        if outbox and outbox[0][0] is msg:
+            _msg, on_written = outbox.popleft()
+            if on_written is not None:
+                on_written()
+
+    def _write_failed(self, msg: bs.ServerMessage, exc: BaseException) -> None:
+        """The write in flight failed or was cancelled: the bot will not read the rest; close the session."""
+        self._in_flight = None
+        self._writing_since = None
+        kind = msg.WhichOneof("kind")
+        if isinstance(exc, asyncio.CancelledError):
+            if self._write_timed_out:
+                reason = (
+                    f"does not read its stream: a message ({kind}) could not be written within {self.write_timeout:g}s"
+                )
+            else:
+                reason = "the stream is ending"
+        else:
+            reason = f"writing to the stream failed: {exc!r}"
+        self._abandon(reason)
 
     def _watch(self) -> None:
         """The write deadline: one timer per session, re-armed for the write in progress (if any)."""
@@ -223,17 +289,23 @@ class RemoteSession:
         if since is not None and now - since >= self.write_timeout:
             self._watchdog = None
             self._write_timed_out = True
-            if self._writer is not None:
-                self._writer.cancel()
+            waiter = self._waiter
+            if waiter is not None:
+                waiter.cancel()
+            return
+        if since is None and self.closed.is_set():
+            self._watchdog = None
             return
         due = (since if since is not None else now) + self.write_timeout
         self._watchdog = loop.call_at(due, self._watch)
 
     def _abandon(self, reason: str) -> None:
-        """Close the session and drop what is still queued (the bot will not read it)."""
-        self._drop_outbox()
-        self._wake_writer()
+        """Close the session and drop what is still queued (the bot will not read it).
+
+        Closed first, so that nothing a dropped message's ``on_written`` sends is written.
+        """
         self.mark_closed(reason)
+        self._drop_outbox()
 
     def _drop_outbox(self) -> None:
         """Drop every queued message; their ``on_written`` callbacks run (see :meth:`send_nowait`)."""
@@ -244,11 +316,6 @@ class RemoteSession:
             if on_written is not None:
                 on_written()
 
-    def _wake_writer(self) -> None:
-        wakeup, self._wakeup = self._wakeup, None
-        if wakeup is not None and not wakeup.done():
-            wakeup.set_result(None)
-
     async def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """:meth:`drained`, for at most ``timeout`` seconds; True if everything was written."""
         try:
@@ -258,13 +325,14 @@ class RemoteSession:
         return True
 
     async def stop_writing(self) -> None:
-        """Stop the writer task (the stream is ending); anything still queued is dropped."""
+        """Stop writing (the stream is ending): anything still queued is dropped, a write in flight cancelled."""
         self._drop_outbox()
-        writer, self._writer = self._writer, None
-        if writer is not None and not writer.done():
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await writer
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        waiter = self._waiter
+        if waiter is not None and waiter.cancel():
+            await asyncio.sleep(0)  # let the cancelled write finish (see _resume)
 
     async def error(self, code: int, message: str, match_id: str = "", turn_id: int = 0, fatal: bool = False) -> None:
         await self.send(
@@ -287,7 +355,6 @@ class RemoteSession:
         if not self.closed.is_set():
             self.close_reason = reason
             self.closed.set()
-            self._wake_writer()
             if self.seat is not None:
                 self.seat.session_lost(reason)
 
@@ -388,8 +455,8 @@ class RemoteSeat(Seat):
                 self._deadline.restart(timeout, expire)
 
         try:
-            # Written by the session's writer task, which an abort (the server shutting down) never cuts in
-            # half; a bot that does not read is disconnected by the write deadline.
+            # Started here when the stream is idle, but owned by the session: an abort (cancelling this task)
+            # never cuts it in half; a bot that does not read is disconnected by the write deadline.
             session.send_nowait(msg, written)
             return await future
         finally:

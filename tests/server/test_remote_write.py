@@ -1,0 +1,133 @@
+"""A remote Turn write starts in the referee's own step but belongs to the session (issue 20, third pass).
+
+When a remote bot's stream is idle, :meth:`RemoteSession.send_nowait` starts
+the write right away instead of waking a writer task. Aborting the match
+cancels the referee's task; these tests abort a match, through a real server
+and a real stream, while its Turn write is still in flight, and check that the
+write is neither cut nor duplicated: the bot reads that Turn, then its
+MatchEnded, the same session plays on, and a match next to it is undisturbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from arena.v1 import bot_session_pb2 as bs
+from arena_client import Bot, Termination, Turn
+from arena_client.remote import Client
+from tests.conftest import LiveServer
+from tests.fakes.grpc_bots import RawBot
+
+ABORTED_AT = 3
+"""The bot's Turn (counted from 1) whose write is in flight when the match is aborted."""
+HELD = 0.3
+"""Seconds that write stays in flight (its real gRPC write starts after this)."""
+
+
+class Paper(Bot):
+    name = "paper-bot"
+    games = ("rps",)
+
+    def act(self, turn: Turn) -> int:
+        return 1
+
+
+async def play_out(raw: RawBot) -> tuple[list[int], bs.MatchEnded]:
+    """Answer every Turn of the bot's current match; the turn ids seen and how it ended."""
+    seen: list[int] = []
+    while True:
+        msg = await raw.recv()
+        kind = msg.WhichOneof("kind")
+        if kind == "turn":
+            seen.append(msg.turn.turn_id)
+            await raw.answer(msg.turn, 0)
+        elif kind == "match_ended":
+            return seen, msg.match_ended
+
+
+async def test_aborting_a_match_while_its_turn_write_is_in_flight(live_server: LiveServer) -> None:
+    hub = live_server.hub
+    neighbour = Client(Paper(), live_server.address, name="neighbour", threaded=False)
+    other = asyncio.ensure_future(neighbour.play(opponent="rock", params={"rounds": 400}))
+    raw = RawBot(live_server.channel())
+    assert (await raw.hello("held-writer")).WhichOneof("kind") == "welcome"
+    session = hub.sessions["held-writer"]
+    real_write = session._write
+    caught: list[str] = []
+    turns: list[int] = []
+
+    async def held_write(msg: bs.ServerMessage) -> Any:
+        if msg.WhichOneof("kind") == "turn":
+            turns.append(msg.turn.turn_id)
+        if msg.WhichOneof("kind") == "turn" and len(turns) == ABORTED_AT and not caught:
+            # The referee's task is running this very step (it started the write); aborting the match
+            # cancels it while the write is in flight, and the write then goes on for real.
+            running = hub.running[msg.turn.match_id]
+            caught.append(msg.turn.match_id)
+            running.control.abort("aborted by the test while a Turn write was in flight")
+            await asyncio.sleep(HELD)
+            assert session._in_flight is not None and session.backlog >= 1
+        return await real_write(msg)
+
+    def write(msg: bs.ServerMessage) -> Coroutine[Any, Any, Any]:
+        return held_write(msg)
+
+    session._write = write
+    await raw.challenge("random", rounds=50)
+    seen, ended = await play_out(raw)
+    assert caught, "the hook never saw the Turn it was to hold"
+    # The Turn being written when the match was aborted reached the bot whole, once, before MatchEnded.
+    assert len(seen) == ABORTED_AT and seen == turns, (seen, turns)
+    assert Termination(ended.termination) == Termination.ABORTED, ended
+    assert "while a Turn write was in flight" in ended.reason
+    record = await live_server.store.get_match(caught[0])
+    assert record is not None and record.termination == Termination.ABORTED
+
+    # The session carries on: its next match is played to the end on the same stream.
+    await raw.challenge("random", rounds=20)
+    seen, ended = await play_out(raw)
+    assert len(seen) == 20 and Termination(ended.termination) == Termination.NORMAL, (seen, ended)
+    await asyncio.wait_for(session.drained(), 5)
+    assert not session.closed.is_set() and session.backlog == 0 and session._in_flight is None
+
+    # The match next to it was not disturbed.
+    results = await other
+    assert results[0].termination == Termination.NORMAL and results[0].returns[0] == 400.0
+    await raw.call.done_writing()
+
+
+async def test_a_write_that_fails_mid_flight_closes_only_its_session(live_server: LiveServer) -> None:
+    hub = live_server.hub
+    neighbour = Client(Paper(), live_server.address, name="neighbour2", threaded=False)
+    other = asyncio.ensure_future(neighbour.play(opponent="rock", params={"rounds": 300}))
+    raw = RawBot(live_server.channel())
+    await raw.hello("failing-writer")
+    session = hub.sessions["failing-writer"]
+    real_write = session._write
+
+    async def failing_write(msg: bs.ServerMessage) -> Any:
+        if msg.WhichOneof("kind") == "turn":
+            await asyncio.sleep(0.05)
+            raise RuntimeError("the transport broke")
+        return await real_write(msg)
+
+    def write(msg: bs.ServerMessage) -> Coroutine[Any, Any, Any]:
+        return failing_write(msg)
+
+    session._write = write
+    await raw.challenge("random", rounds=50)
+    await asyncio.wait_for(session.closed.wait(), 10)
+    assert "writing to the stream failed" in session.close_reason and "the transport broke" in session.close_reason
+    record = None
+    for _ in range(100):
+        if session.past_matches:
+            record = await live_server.store.get_match(session.past_matches[-1])
+            if record is not None and record.termination is not None:
+                break
+        await asyncio.sleep(0.05)
+    assert record is not None
+    assert record.termination == Termination.DISCONNECT and "the transport broke" in (record.reason or "")
+    results = await other
+    assert results[0].termination == Termination.NORMAL and results[0].returns[0] == 300.0
