@@ -318,3 +318,13 @@ async def test_a_viewer_that_falls_too_far_behind_is_dropped_with_the_reason() -
     text = viewer.queue.get_nowait()
     assert text is not None and text.startswith("event: dropped") and f"fell {VIEWER_BACKLOG} updates behind" in text
     assert viewer.queue.get_nowait() is None  # then the stream ends
+
+
+def test_returns_are_written_as_people_write_them() -> None:
+    """No "-0" and no trailing ".0" in the returns the pages show (issue 18's rule for every output)."""
+    from arena_server.web.app import _returns
+
+    assert _returns([0.0, -0.0]) == "0 : 0"
+    assert _returns([20.0, -20.0]) == "20 : -20"
+    assert _returns([0.5, -0.5]) == "0.5 : -0.5"
+    assert _returns(None) == ""

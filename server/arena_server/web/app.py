@@ -25,7 +25,7 @@ import asyncio
 import shlex
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,11 @@ class ServerTiming:
         await self.app(scope, receive, timed_send)
 
 
+def _returns(values: Sequence[float] | None) -> str:
+    """A match's returns as "20 : -20": no trailing ".0" and never "-0" (issue 18: numbers as people write them)."""
+    return " : ".join(f"{v + 0.0:g}" for v in values or ())
+
+
 def _quote(value: str) -> str:
     return urllib.parse.quote(str(value), safe="")
 
@@ -143,6 +148,7 @@ class Site:
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
         self.env.filters["q"] = _quote
         self.env.filters["pct"] = lambda v: f"{100 * v:.1f}%"
+        self.env.filters["returns"] = _returns
         self.env.globals["interval_bar"] = charts.interval_bar
         self.env.globals["heat_colour"] = charts.heat_colour
         self.live_streams = 0
