@@ -29,7 +29,7 @@ import traceback
 from typing import Any
 
 from arena_server.bots.runners.py2to3 import DIVISION_HELPER, RENAMED, ConversionError, convert
-from arena_server.bots.runners.stdio import PROTOCOL_VERSION, Protocol, param, private_workdir
+from arena_server.bots.runners.stdio import Protocol, Resign, param, private_workdir, serve
 
 TAG = "[rpscontest]"
 MOVES = "RPS"
@@ -116,11 +116,10 @@ class RpsContestPlayer:
         self.refusal = "" if signs == 3 else f"{THREE_SIGNS_ONLY}; this match has signs={signs}"
         self.ns = namespace()
 
-    def answer(self, turn: dict[str, Any]) -> dict[str, Any]:
-        """The Action (or Resign) message for ``turn``."""
-        match_id, turn_id = turn.get("matchId", ""), turn.get("turnId", 0)
+    def act(self, turn: dict[str, Any]) -> int:
+        """The action for ``turn``: the program run once; raises Resign (with the reason) when it cannot play."""
         if self.refusal:
-            return {"resign": {"matchId": match_id, "reason": self.refusal}}
+            raise Resign(self.refusal)
         rps = turn.get("observation", {}).get("rps", {})
         last = rps.get("lastRound", [])
         round_number = int(rps.get("round", 0)) + 1
@@ -134,13 +133,13 @@ class RpsContestPlayer:
             reason = (
                 f"the program raised {type(exc).__name__}: {text}{_line(exc, self.filename)} in round {round_number}"
             )
-            return {"resign": {"matchId": match_id, "reason": reason}}
+            raise Resign(reason) from None
         output = self.ns.get("output")
         if not isinstance(output, str) or output not in ("R", "P", "S"):
             shown = repr(output)[:40] if "output" in self.ns else "not set (no global `output`)"
             reason = f"the program's output was {shown} in round {round_number}; it must be 'R', 'P' or 'S'"
-            return {"resign": {"matchId": match_id, "reason": reason}}
-        return {"action": {"matchId": match_id, "turnId": turn_id, "action": MOVES.index(output)}}
+            raise Resign(reason)
+        return MOVES.index(output)
 
 
 def load(protocol: Protocol, path: str) -> Any:
@@ -158,38 +157,6 @@ def load(protocol: Protocol, path: str) -> Any:
         sys.exit(1)
 
 
-def serve(protocol: Protocol, code: Any, filename: str, name: str) -> int:
-    """Say Hello, then play matches until the server ends the last one. Returns the exit code."""
-    protocol.send(
-        {
-            "hello": {
-                "protocolVersion": PROTOCOL_VERSION,
-                "name": name,
-                "games": ["rps"],
-                "client": "arena-rpscontest-runner/1",
-            }
-        }
-    )
-    player: RpsContestPlayer | None = None
-    for message in protocol.messages():
-        if "matchStarted" in message:
-            player = RpsContestPlayer(protocol, code, filename, message["matchStarted"])
-        elif "turn" in message:
-            if player is None:
-                protocol.say("a Turn came before MatchStarted")
-                return 1
-            protocol.send(player.answer(message["turn"]))
-        elif "ping" in message:
-            protocol.send({"pong": {"nonce": message["ping"].get("nonce", "0")}})
-        elif "matchEnded" in message:
-            return 0
-        elif "error" in message:
-            protocol.say(f"server error: {message['error']}")
-            if message["error"].get("fatal"):
-                return 1
-    return 0
-
-
 def main() -> int:
     if len(sys.argv) != 2:
         sys.stderr.write(f"{TAG} usage: rpscontest_runner PROGRAM_FILE\n")
@@ -199,7 +166,13 @@ def main() -> int:
     code = load(protocol, path)
     private_workdir(os.path.dirname(path), "rpscontest-")
     sys.path.insert(0, os.path.dirname(path))
-    return serve(protocol, code, os.path.basename(path), os.path.splitext(os.path.basename(path))[0])
+    filename = os.path.basename(path)
+    return serve(
+        protocol,
+        os.path.splitext(filename)[0],
+        ["rps"],
+        lambda started: RpsContestPlayer(protocol, code, filename, started),
+    )
 
 
 if __name__ == "__main__":

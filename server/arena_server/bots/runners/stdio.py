@@ -32,11 +32,15 @@ from typing import Protocol as _Interface
 PROTOCOL_VERSION = "arena.v1"
 
 
+class Resign(Exception):
+    """Raised by :meth:`Player.act` to give up the match; its message is the reason the server records."""
+
+
 class Player(_Interface):
     """One match of a foreign bot: answers Turns with actions."""
 
     def act(self, turn: dict[str, Any]) -> int:
-        """The action for ``turn`` (a Turn in proto3 JSON form)."""
+        """The action for ``turn`` (a Turn in proto3 JSON form); raises :class:`Resign` to give up the match."""
         ...
 
 
@@ -126,7 +130,11 @@ def serve(protocol: Protocol, name: str, games: list[str], start: Callable[[dict
             if player is None:
                 protocol.say("a Turn came before MatchStarted")
                 return 1
-            action = player.act(turn)
+            try:
+                action = player.act(turn)
+            except Resign as exc:
+                protocol.send({"resign": {"matchId": turn.get("matchId", ""), "reason": str(exc)}})
+                continue
             protocol.send({"action": {"matchId": turn["matchId"], "turnId": turn["turnId"], "action": action}})
         elif "ping" in message:
             protocol.send({"pong": {"nonce": message["ping"].get("nonce", "0")}})
