@@ -63,12 +63,16 @@ def train_liars_dice_cfr(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    for bidding, wild in _variants(args):
+        _solve_one(bidding, wild, out, args)
+    return 0
+
+
+def _variants(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The (bidding, wild) games ``--bidding`` and ``--wild`` select (``all`` is every value)."""
     biddings = ("standard", "thesis") if args.bidding == "all" else (args.bidding,)
     wilds = ("none", "ones", "highest") if args.wild == "all" else (args.wild,)
-    for bidding in biddings:
-        for wild in wilds:
-            _solve_one(bidding, wild, out, args)
-    return 0
+    return [(bidding, wild) for bidding in biddings for wild in wilds]
 
 
 def _train_thesis(args: argparse.Namespace) -> int:
@@ -95,27 +99,24 @@ def _train_two_dice(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    biddings = ("standard", "thesis") if args.bidding == "all" else (args.bidding,)
-    wilds = ("none", "ones", "highest") if args.wild == "all" else (args.wild,)
-    for bidding in biddings:
-        for wild in wilds:
-            game = dice_game.make_dice_game(2, 6, bidding, wild)
-            cfr = dice_game.AbstractCfr(game)
-            path = out / f"cfr-2dice-f6-{bidding}-{wild}.npz"
-            start = time.perf_counter()
-            step = max(args.check_every, args.iterations // 5)
-            while cfr.iterations < args.iterations:
-                cfr.run(min(step, args.iterations - cfr.iterations))
-                tmp = path.with_suffix(".tmp.npz")
-                np.savez_compressed(tmp, policy=cfr.average().astype(np.float16))
-                tmp.replace(path)
-                print(f"\r{bidding:8} {wild:7} iter {cfr.iterations:6d}  {time.perf_counter() - start:6.1f} s", end="")
-            expl = dice_game.exploitability(game, cfr.average())
-            value = dice_game.game_value(game, cfr.average())
-            print(
-                f"\r{bidding:8} {wild:7} {cfr.iterations} iterations, exploitability {expl:.4f} (full game), "
-                f"first bidder's value {value:+.4f}, {time.perf_counter() - start:.1f} s -> {path}"
-            )
+    for bidding, wild in _variants(args):
+        game = dice_game.make_dice_game(2, 6, bidding, wild)
+        cfr = dice_game.AbstractCfr(game)
+        path = out / f"cfr-2dice-f6-{bidding}-{wild}.npz"
+        start = time.perf_counter()
+        step = max(args.check_every, args.iterations // 5)
+        while cfr.iterations < args.iterations:
+            cfr.run(min(step, args.iterations - cfr.iterations))
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez_compressed(tmp, policy=cfr.average().astype(np.float16))
+            tmp.replace(path)
+            print(f"\r{bidding:8} {wild:7} iter {cfr.iterations:6d}  {time.perf_counter() - start:6.1f} s", end="")
+        expl = dice_game.exploitability(game, cfr.average())
+        value = dice_game.game_value(game, cfr.average())
+        print(
+            f"\r{bidding:8} {wild:7} {cfr.iterations} iterations, exploitability {expl:.4f} (full game), "
+            f"first bidder's value {value:+.4f}, {time.perf_counter() - start:.1f} s -> {path}"
+        )
     return 0
 
 
