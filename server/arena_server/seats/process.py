@@ -3,9 +3,9 @@
 :class:`BotProgram` says how to run a bot (command, framing, working directory,
 limits). :class:`BotProcess` is one run of it: started through the sandbox
 (:mod:`arena_server.seats.sandbox`) in its own process group, its stdout and
-stderr handed to callbacks as they arrive (:class:`BotPipes`, which also notes
-when each stdout chunk was read from the pipe, so a bot is never charged for
-the server's own queueing), stopped by closing stdin, a short grace, then
+stderr handed to callbacks as they arrive (:class:`BotPipes`, which reads stdout
+and writes stdin on the raw descriptors and notes when each stdout chunk was
+read from the pipe, so a bot is never charged for the server's own queueing), stopped by closing stdin, a short grace, then
 SIGKILL to the whole group and a reap, so no zombie is left. stderr goes into
 a :class:`CappedLog`. The protocol spoken over the pipes is the seat's
 business (:mod:`arena_server.seats.subprocess_seat`).
@@ -21,7 +21,6 @@ import shutil
 import signal
 import tempfile
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,16 +156,23 @@ def describe_exit(returncode: int | None, limits: Limits, log: str = "") -> str:
 
 
 class BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
-    """The process's pipes: stdout and stderr go straight to callbacks as they arrive.
+    """The process's pipes: stdout and stdin on raw non-blocking descriptors, stderr on asyncio's pipe.
 
-    stdin keeps asyncio's StreamWriter. Reading stdout here, in the event loop's
-    own callback, saves a reader task, a StreamReader buffer and an await per
-    message on every move.
+    A move's bytes take the shortest path the event loop offers. stdout is
+    read with ``os.read`` in a ``loop.add_reader`` callback, which hands each
+    chunk to ``on_stdout`` with the moment it was read (no pipe transport, no
+    protocol hop, no reader task). stdin is written with ``os.write`` straight
+    from the caller while nothing is queued; what the pipe does not take at once
+    waits in a backlog that a ``loop.add_writer`` callback drains, in order.
+    stderr is not on the move path and keeps asyncio's pipe transport, which
+    also watches the process's exit.
     """
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
+        stdin_fd: int,
+        stdout_fd: int,
         on_stdout: Callable[[bytes, float | None], None],
         on_stdout_eof: Callable[[], None],
         on_stderr: Callable[[bytes], None],
@@ -175,54 +181,154 @@ class BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
         self.output_closed = asyncio.Event()
         """Set when both stdout and stderr have reached their end (everything the bot wrote was seen)."""
         self._open_outputs = 2
+        self._event_loop = loop
+        self._stdin = stdin_fd
+        """The write end of the bot's stdin (non-blocking), or -1 once closed."""
+        self._stdout = stdout_fd
+        """The read end of the bot's stdout (non-blocking), or -1 once closed."""
         self._on_stdout = on_stdout
         self._on_stdout_eof = on_stdout_eof
         self._on_stderr = on_stderr
-        self._read_at: deque[float] = deque()
-        self.direct = False
-        """Hand stdout to ``on_stdout`` as soon as it is read (set once the start-up exchange is over)."""
+        self._backlog = bytearray()
+        """Bytes written to stdin that the pipe has not taken yet."""
+        self._stdin_closing = False
+        """stdin was closed by the server: the backlog is still written, then the descriptor is closed."""
+        self.stdin_lost = False
+        """The bot's side of stdin went away (it closed it or exited), seen by a failed write or the loop."""
 
-    def stamp_reads(self, transport: asyncio.SubprocessTransport) -> None:
-        """Note the moment each stdout chunk is read from the pipe, or hand it over at once.
+    def attach(self) -> None:
+        """Start reading stdout and watching stdin (once the process runs)."""
+        loop = self._event_loop
+        os.set_blocking(self._stdin, False)
+        os.set_blocking(self._stdout, False)
+        loop.add_reader(self._stdout, self._read_stdout)
+        # A pipe's write end turns readable (an error) when its read end is closed: the bot dropped its stdin.
+        loop.add_reader(self._stdin, self._stdin_gone)
 
-        asyncio hands pipe data to :meth:`pipe_data_received` one loop
-        iteration after reading it; under load that iteration can come much
-        later, and the bot must not be charged for it. Once :attr:`direct` is
-        set, a chunk read while no earlier one is still waiting for that
-        iteration goes to ``on_stdout`` straight from the read, which saves an
-        event-loop iteration per move and keeps the order of the bytes.
-        """
-        pipe = transport.get_pipe_transport(1)
-        proto: Any = pipe.get_protocol() if pipe is not None else None
-        if proto is None:
+    # -- stdin ------------------------------------------------------------------------------------
+
+    @property
+    def stdin_open(self) -> bool:
+        """Whether the server may still write to the bot's stdin."""
+        return self._stdin >= 0 and not self._stdin_closing
+
+    @property
+    def backlog(self) -> int:
+        """Bytes written to stdin that wait for the bot to read them."""
+        return len(self._backlog)
+
+    def write(self, data: bytes) -> bool:
+        """Write ``data`` to stdin; False when more than :data:`STDIN_BACKLOG_LIMIT` bytes wait for the bot."""
+        fd = self._stdin
+        if fd < 0 or self._stdin_closing:
+            return True
+        backlog = self._backlog
+        if backlog:
+            backlog += data
+            return len(backlog) <= STDIN_BACKLOG_LIMIT
+        try:
+            written = os.write(fd, data)
+        except (BlockingIOError, InterruptedError):
+            written = 0
+        except OSError:  # EPIPE and the like: the bot is gone; its exit is reported by the stdout side
+            self.stdin_lost = True
+            self._close_stdin()
+            return True
+        if written == len(data):
+            return True
+        backlog += memoryview(data)[written:]
+        self._event_loop.add_writer(fd, self._flush_stdin)
+        return len(backlog) <= STDIN_BACKLOG_LIMIT
+
+    def _flush_stdin(self) -> None:
+        fd = self._stdin
+        backlog = self._backlog
+        try:
+            written = os.write(fd, backlog)
+        except (BlockingIOError, InterruptedError):
             return
-        forward = proto.data_received
-        stamps = self._read_at
-        on_stdout = self._on_stdout
+        except OSError:
+            self.stdin_lost = True
+            self._close_stdin()
+            return
+        del backlog[:written]
+        if not backlog:
+            self._event_loop.remove_writer(fd)
+            if self._stdin_closing:
+                self._close_stdin()
 
-        def data_received(data: bytes) -> None:
-            if self.direct and not stamps:
-                on_stdout(data, time.perf_counter())
-                return
-            stamps.append(time.perf_counter())
-            forward(data)
+    def _stdin_gone(self) -> None:
+        self.stdin_lost = True
+        self._close_stdin()
 
-        proto.data_received = data_received
+    def close_stdin(self) -> None:
+        """Close stdin once the backlog is written (at once when nothing waits)."""
+        if self._stdin < 0:
+            return
+        self._stdin_closing = True
+        if not self._backlog:
+            self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        fd = self._stdin
+        if fd < 0:
+            return
+        self._stdin = -1
+        self._stdin_closing = True
+        self._backlog.clear()
+        loop = self._event_loop
+        if not loop.is_closed():
+            loop.remove_writer(fd)
+            loop.remove_reader(fd)
+        os.close(fd)
+
+    # -- stdout -----------------------------------------------------------------------------------
+
+    def _read_stdout(self) -> None:
+        try:
+            data = os.read(self._stdout, 1 << 18)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._on_stdout(data, time.perf_counter())
+            return
+        self._close_stdout()
+        self._on_stdout_eof()
+        self._output_ended()
+
+    def _close_stdout(self) -> bool:
+        fd = self._stdout
+        if fd < 0:
+            return False
+        self._stdout = -1
+        if not self._event_loop.is_closed():
+            self._event_loop.remove_reader(fd)
+        os.close(fd)
+        return True
+
+    def _output_ended(self) -> None:
+        self._open_outputs -= 1
+        if not self._open_outputs:
+            self.output_closed.set()
+
+    def close(self) -> None:
+        """Drop both descriptors at once (the process is gone or being killed; unsent bytes are dropped)."""
+        self._close_stdin()
+        if self._close_stdout():
+            self._output_ended()
+
+    # -- stderr (asyncio's pipe transport) ------------------------------------------------------
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         assert isinstance(data, bytes)
-        if fd == 1:
-            self._on_stdout(data, self._read_at.popleft() if self._read_at else None)
-        elif fd == 2:
+        if fd == 2:
             self._on_stderr(data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1:
-            self._on_stdout_eof()
-        if fd in (1, 2):
-            self._open_outputs -= 1
-            if not self._open_outputs:
-                self.output_closed.set()
+        if fd == 2:
+            self._output_ended()
         super().pipe_connection_lost(fd, exc)
 
 
@@ -294,22 +400,31 @@ class BotProcess:
             self.log.note(note)
         self.log.note(f"command: {self.program.describe()} in {spec.cwd}")
         loop = asyncio.get_running_loop()
+        stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
         try:
             transport, protocol = await loop.subprocess_exec(
-                lambda: BotPipes(loop, on_stdout, on_stdout_eof, on_stderr),
+                lambda: BotPipes(loop, stdin_write, stdout_read, on_stdout, on_stdout_eof, on_stderr),
                 *spec.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
+                stdin=stdin_read,
+                stdout=stdout_write,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=spec.cwd,
                 env=spec.env,
                 preexec_fn=spec.preexec,
                 **spec.popen_kwargs,  # type: ignore[arg-type]
             )
-        except OSError as exc:
-            return f"could not be started: {exc}"
+        except BaseException as exc:
+            for fd in (stdin_write, stdout_read):
+                os.close(fd)
+            if isinstance(exc, OSError):
+                return f"could not be started: {exc}"
+            raise
+        finally:
+            for fd in (stdin_read, stdout_write):  # the bot's ends: only the bot holds them now
+                os.close(fd)
         self.proc = proc = asyncio.subprocess.Process(transport, protocol, loop)
-        protocol.stamp_reads(transport)
+        protocol.attach()
         self.pipes = protocol
         self.tasks = [asyncio.ensure_future(self._watch_exit(proc))]
         return None
@@ -317,19 +432,13 @@ class BotProcess:
     @property
     def writable(self) -> bool:
         """Whether the bot's stdin is open."""
-        proc = self.proc
-        return proc is not None and proc.stdin is not None and not proc.stdin.is_closing()
+        pipes = self.pipes
+        return pipes is not None and pipes.stdin_open
 
     def write(self, data: bytes) -> bool:
         """Write to the bot's stdin; False when more than :data:`STDIN_BACKLOG_LIMIT` bytes wait for it."""
-        proc = self.proc
-        if proc is None or proc.stdin is None or proc.stdin.is_closing():
-            return True
-        try:
-            proc.stdin.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            return True
-        return proc.stdin.transport.get_write_buffer_size() <= STDIN_BACKLOG_LIMIT
+        pipes = self.pipes
+        return True if pipes is None else pipes.write(data)
 
     def spawn_task(self, coro: Any) -> None:
         """Run ``coro`` for this run; :meth:`stop` waits for it (briefly) and cancels it."""
@@ -348,8 +457,9 @@ class BotProcess:
         if proc is None:
             return None
         self.stopping = True
-        if proc.stdin is not None and not proc.stdin.is_closing():
-            proc.stdin.close()
+        pipes = self.pipes
+        if pipes is not None:
+            pipes.close_stdin()
         if graceful and proc.returncode is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.exited.wait(), self.program.exit_grace)
@@ -361,9 +471,9 @@ class BotProcess:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.exited.wait(), 5.0)
         # The pipes normally end at once; a descendant that escaped the group could hold them open.
-        if self.pipes is not None:
+        if pipes is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.pipes.output_closed.wait(), 1.0)
+                await asyncio.wait_for(pipes.output_closed.wait(), 1.0)
         _done, pending = await asyncio.wait(self.tasks, timeout=1.0) if self.tasks else (set(), set())
         for task in pending:
             task.cancel()
@@ -372,6 +482,8 @@ class BotProcess:
         transport: Any = getattr(proc, "_transport", None)
         if transport is not None:
             transport.close()
+        if pipes is not None:
+            pipes.close()
         if still_running:
             how = "killed by the server (SIGKILL to its process group)"
         else:

@@ -266,9 +266,6 @@ class SubprocessSeat(Seat):
             return self._failure
         if isinstance(hello, Answer):
             return hello
-        pipes = self._process.pipes
-        if pipes is not None:
-            pipes.direct = True  # every chunk read before the Hello has been handed over by now
         version = hello.protocol_version
         if version and version != PROTOCOL_VERSION:
             reason = f"speaks protocol {version!r}; this server speaks {PROTOCOL_VERSION!r}"
