@@ -6,6 +6,11 @@ inside a Turn has a map field, and the frames must be byte for byte the ones
 :func:`encode` writes. The C bench bot (bench/stdio_c/proto_bot.c) is built with
 gcc and plays a real match through the referee, so the benchmark's like-for-like
 row measures a bot that really speaks the protocol.
+
+In the proto framing the seat does not build the message at all: it writes the
+frame with :func:`turn_frame`, from wire fragments. The hypothesis tests below
+check that those bytes are protobuf's for every game, turn id, budget, legal
+action list and list of public moves, and for any RPS observation at all.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from arena.v1 import bot_session_pb2 as bs
 from arena_client import PublicMove, Termination, Turn
 from arena_client.convert import turn_to_proto
 from arena_games import load_game
+from arena_games.rps import RpsObservation
 from arena_server.seats.framing import FrameParser, Framing, encode, encode_turn, parse_payload
 from arena_server.seats.process import BotProgram
+from arena_server.seats.turn_wire import turn_frame
 from tests.server._stdio_helpers import TEST_LIMITS, play_against_random
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,6 +97,85 @@ def test_a_turn_frame_is_the_bytes_encode_writes(
     parser = FrameParser(framing, max_bytes=1 << 20)
     (payload,) = parser.feed(frame)
     assert parse_payload(payload, framing, bs.ServerMessage) == message
+
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+MOVES = st.lists(st.builds(PublicMove, st.integers(-1, 3), INT32, st.text(max_size=40)), max_size=12)
+BUDGETS = st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3))
+
+
+def _protobuf_frame(turn: Turn, moves: list[PublicMove]) -> bytes:
+    message = bs.ServerMessage()
+    turn_to_proto(turn, moves, message.turn)
+    return encode(message, Framing.PROTO)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    game=st.sampled_from(GAMES),
+    plays=st.lists(st.integers(0, 1000), max_size=40),
+    seat=st.integers(0, 1),
+    match_id=st.text(max_size=300),
+    turn_id=st.integers(0, 2**32 - 1),
+    budget=BUDGETS,
+    overage=BUDGETS,
+    public=MOVES,
+)
+def test_turn_frame_writes_protobufs_bytes_for_every_game(
+    game: str,
+    plays: list[int],
+    seat: int,
+    match_id: str,
+    turn_id: int,
+    budget: timedelta,
+    overage: timedelta,
+    public: list[PublicMove],
+) -> None:
+    state = load_game(game).new_initial_state()
+    for pick in plays:  # anywhere in a game, so that observations carry history
+        if state.is_terminal():
+            break
+        if state.is_chance_node():
+            outcomes = state.chance_outcomes()
+            state.apply_action(outcomes[pick % len(outcomes)][0])
+        elif state.current_player() >= 0:
+            legal = state.legal_actions(state.current_player())
+            state.apply_action(legal[pick % len(legal)])
+        else:  # simultaneous moves (rps): every seat picks
+            state.apply_actions([state.legal_actions(p)[pick % len(state.legal_actions(p))] for p in (0, 1)])
+    legal = tuple(state.legal_actions(seat)) or (0,)
+    turn = Turn(match_id, turn_id, seat, state.observation(seat), legal, budget, overage)
+    assert turn_frame(turn, public) == _protobuf_frame(turn, public)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    observation=st.one_of(
+        st.none(),
+        st.builds(
+            RpsObservation,
+            INT32,
+            INT32,
+            INT32,
+            st.lists(INT32, max_size=4).map(tuple),
+            st.lists(INT32, max_size=4).map(tuple),
+        ),
+    ),
+    legal=st.lists(INT32, max_size=6).map(tuple),
+    turn_id=st.integers(0, 2**32 - 1),
+    budget=BUDGETS,
+    public=MOVES,
+)
+def test_turn_frame_writes_protobufs_bytes_for_any_rps_observation(
+    observation: RpsObservation | None,
+    legal: tuple[int, ...],
+    turn_id: int,
+    budget: timedelta,
+    public: list[PublicMove],
+) -> None:
+    # Zeros, negatives (ten-byte varints), values around 127/128 and 16383/16384, empty lists, no observation.
+    turn = Turn("m", turn_id, 0, observation, legal, budget, budget)
+    assert turn_frame(turn, public) == _protobuf_frame(turn, public)
 
 
 @pytest.fixture(scope="module")

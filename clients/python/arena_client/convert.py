@@ -370,3 +370,7 @@ register_observation(
         "arena.v1.LiarsDiceRoundResult": LiarsDiceRoundResult,
     },
 )
+
+
+turn_moves_bytes = _turn_moves_bytes
+"""The Turn wire bytes of public moves (field ``moves`` only), for encoders that write a Turn's bytes directly."""

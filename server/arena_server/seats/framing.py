@@ -334,6 +334,21 @@ class FrameParser:
         self._buffer = buffer[used:] if used < len(buffer) else b""
         return payloads
 
+    def whole(self, data: bytes) -> bytes | None:
+        """The payload when ``data`` is exactly one short length-delimited frame and nothing is buffered.
+
+        The common case of a move (one Action, written in one go, read in one go),
+        answered without a list or a buffer; None for anything else (call
+        :meth:`feed` then), including every frame :meth:`feed` would look at closer.
+        """
+        if self._buffer or not self._proto:
+            return None
+        size = len(data) - 1
+        if 0 < size < 0x7B and data[0] == size:  # 0x7B may be a JSON object's brace: feed() checks it
+            self.bytes_read += size + 1
+            return data[1:]
+        return None
+
     def eof(self) -> None:
         """The stream ended: fine between messages, an error inside one.
 

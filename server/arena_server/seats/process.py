@@ -3,11 +3,12 @@
 :class:`BotProgram` says how to run a bot (command, framing, working directory,
 limits). :class:`BotProcess` is one run of it: started through the sandbox
 (:mod:`arena_server.seats.sandbox`) in its own process group, its stdout and
-stderr handed to callbacks as they arrive (:class:`BotPipes`, which reads stdout
-and writes stdin on the raw descriptors and notes when each stdout chunk was
-read from the pipe, so a bot is never charged for the server's own queueing), stopped by closing stdin, a short grace, then
-SIGKILL to the whole group and a reap, so no zombie is left. stderr goes into
-a :class:`CappedLog`. The protocol spoken over the pipes is the seat's
+stderr handed to callbacks as they arrive (:class:`BotPipes`, which reads
+stdout and writes stdin on the raw descriptors and notes when each stdout
+chunk was read from the pipe, so a bot is never charged for the server's own
+queueing), stopped by closing stdin, a short grace, then SIGKILL to the whole
+group and a reap, so no zombie is left. stderr goes into a :class:`CappedLog`.
+The protocol spoken over the pipes is the seat's
 business (:mod:`arena_server.seats.subprocess_seat`).
 """
 

@@ -46,6 +46,7 @@ from arena_server.seats.process import (
     CappedLog,
     describe_exit,
 )
+from arena_server.seats.turn_wire import turn_frame
 
 PROTOCOL_VERSION = "arena.v1"
 SERVER_VERSION = "arena/0.1"
@@ -66,14 +67,16 @@ class SubprocessSeat(Seat):
         self.log = CappedLog(program.log_bytes)
         self.hello: bs.Hello | None = None
         self.messages_received = 0
-        self.last_sent: bs.ServerMessage | None = None
-        """The last message written to the bot (for failure reports such as ``arena check-bot``)."""
+        self._last_sent: bs.ServerMessage | None = None
+        """The last message written to the bot, or None (also when it was the last Turn: see :attr:`last_sent`)."""
         self.last_received: bs.BotMessage | None = None
         """The last message read from the bot."""
         self.unreadable = ""
         """The start of the frame or line the bot wrote that could not be read (quoted), if any."""
-        self.last_turn: bs.ServerMessage | None = None
-        """The last Turn the bot was given."""
+        self._last_turn: bs.ServerMessage | None = None
+        self._last_turn_args: tuple[Turn, Sequence[PublicMove]] | None = None
+        """The last Turn given to the bot when its message was not built (written from wire fragments)."""
+        self._turn_sent_last = False
         self._process = BotProcess(program, self.log)
         self._parser: FrameParser | None = None
         """The stdout codec of the running process; None once its output is no longer read."""
@@ -90,6 +93,25 @@ class SubprocessSeat(Seat):
         self._lag: LoopLag | None = None
         self._deadline: Deadline | None = None
         """The turn deadline, re-armed turn after turn (one event-loop timer per deadline length, not per turn)."""
+        self._expire_turn = self._expire_pending
+        """The deadline's callback, made once (not a closure per move)."""
+        self._turn_frames = program.framing is Framing.PROTO
+        """Whether Turns are written from wire fragments (:func:`turn_frame`) rather than from a message."""
+
+    @property
+    def last_sent(self) -> bs.ServerMessage | None:
+        """The last message written to the bot (for failure reports such as ``arena check-bot``)."""
+        return self.last_turn if self._turn_sent_last else self._last_sent
+
+    @property
+    def last_turn(self) -> bs.ServerMessage | None:
+        """The last Turn the bot was given (built when asked for: the seat writes Turn frames directly)."""
+        if self._last_turn is None and self._last_turn_args is not None:
+            turn, moves = self._last_turn_args
+            message = bs.ServerMessage()
+            turn_to_proto(turn, moves, message.turn)
+            self._last_turn = message
+        return self._last_turn
 
     # -- public helpers ---------------------------------------------------------------------------
 
@@ -149,12 +171,23 @@ class SubprocessSeat(Seat):
             return self._failure
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[int, float] | Answer | None] = loop.create_future()
-        self._pending = (turn.turn_id, future)
-        self._latest_turn = turn.turn_id
+        turn_id = turn.turn_id
+        self._pending = (turn_id, future)
+        self._latest_turn = turn_id
         stderr_before = self.log.total
-        self.last_turn = message = bs.ServerMessage()
-        turn_to_proto(turn, moves, message.turn)
-        self._send(message, encode_turn(message, self.program.framing))
+        if self._turn_frames:
+            self._last_turn = None
+            self._last_turn_args = (turn, moves)
+            pipes = self._process.pipes
+            if pipes is not None and pipes.stdin_open:
+                self._turn_sent_last = True
+                if not pipes.write(turn_frame(turn, moves)):
+                    self._not_reading()
+        else:
+            self._last_turn_args = None
+            self._last_turn = message = bs.ServerMessage()
+            turn_to_proto(turn, moves, message.turn)
+            self._send(message, encode_turn(message, self.program.framing))
         # The bot's clock starts once the Turn is in the pipe (the write returned) ...
         sent = time.perf_counter()
         if self._failure is not None:
@@ -167,9 +200,9 @@ class SubprocessSeat(Seat):
         lag.acquire()
         timer = self._deadline
         if timer is None:
-            self._deadline = timer = lag.deadline(timeout, lambda: _expire(future))
+            self._deadline = timer = lag.deadline(timeout, self._expire_turn)
         else:
-            timer.restart(timeout, lambda: _expire(future))
+            timer.restart(timeout, self._expire_turn)
         try:
             result = await future
         finally:
@@ -179,7 +212,7 @@ class SubprocessSeat(Seat):
         if result is _EXPIRED:
             elapsed = time.perf_counter() - sent
             self._pending = None
-            reason = f"sent no Action for turn {turn.turn_id} within {timeout:.3g}s"
+            reason = f"sent no Action for turn {turn_id} within {timeout:.3g}s"
             if self.log.total > stderr_before:
                 reason += (
                     f"; meanwhile it wrote to stderr: {self.log.last_line()!r} "
@@ -240,9 +273,11 @@ class SubprocessSeat(Seat):
         self._process.log = self.log
         self._failure = None
         self.messages_received = 0
-        self.last_sent = None
+        self._last_sent = None
         self.last_received = None
-        self.last_turn = None
+        self._last_turn = None
+        self._last_turn_args = None
+        self._turn_sent_last = False
         self._last_received = "nothing"
         self._past_matches = set()
         loop = asyncio.get_running_loop()
@@ -293,12 +328,16 @@ class SubprocessSeat(Seat):
         """Write ``message`` to the bot (``data``: its frame, when the caller has encoded it already)."""
         if not self._process.writable:
             return
-        self.last_sent = message
+        self._last_sent = message
+        self._turn_sent_last = False
         if not self._process.write(encode(message, self.program.framing) if data is None else data):
-            self._fail(
-                Termination.PROTOCOL_ERROR,
-                f"does not read its stdin: more than {STDIN_BACKLOG_LIMIT >> 20} MiB of messages are waiting for it",
-            )
+            self._not_reading()
+
+    def _not_reading(self) -> None:
+        self._fail(
+            Termination.PROTOCOL_ERROR,
+            f"does not read its stdin: more than {STDIN_BACKLOG_LIMIT >> 20} MiB of messages are waiting for it",
+        )
 
     def _fail(self, termination: Termination, reason: str, error: bs.Error | None = None) -> None:
         """Record the first failure and wake whoever waits for the bot."""
@@ -321,7 +360,21 @@ class SubprocessSeat(Seat):
             return
         try:
             try:
-                payloads = parser.feed(data)
+                payload = parser.whole(data)
+                if payload is not None:  # the common case of a move: one whole frame, most likely an Action
+                    try:
+                        message = bs.BotMessage.FromString(payload)
+                    except Exception:  # parse_payload below says what is wrong with it
+                        message = bs.BotMessage()
+                    hello = self._hello_future
+                    if message.WhichOneof("kind") == "action" and hello is not None and hello.done():
+                        self.messages_received += 1
+                        self.last_received = message
+                        self._on_action(message.action, time.perf_counter() if read_at is None else read_at)
+                        return
+                    payloads = [payload]
+                else:
+                    payloads = parser.feed(data)
                 received = time.perf_counter() if read_at is None else read_at
                 for payload in payloads:
                     message = parse_payload(payload, self.program.framing, bs.BotMessage)
@@ -493,6 +546,12 @@ class SubprocessSeat(Seat):
             reason += f"; its stderr ends with {last!r}"
         self._fail(Termination.CRASH, reason)
 
+    def _expire_pending(self) -> None:
+        """The turn deadline passed: wake :meth:`ask` (armed only while it waits, for the pending turn)."""
+        pending = self._pending
+        if pending is not None and not pending[1].done():
+            pending[1].set_result(_EXPIRED)
+
     async def _stop(self, graceful: bool = False) -> None:
         """End the bot's process (see :meth:`BotProcess.stop`); its output is no longer read."""
         await self._process.stop(graceful)
@@ -501,11 +560,6 @@ class SubprocessSeat(Seat):
 
 _EXPIRED = None
 """The result a turn's future gets when its deadline passes."""
-
-
-def _expire(future: asyncio.Future[tuple[int, float] | Answer | None]) -> None:
-    if not future.done():
-        future.set_result(_EXPIRED)
 
 
 _HELLO_EXAMPLE = {
