@@ -174,7 +174,7 @@ def test_turn_frame_writes_protobufs_bytes_for_any_rps_observation(
     public: list[PublicMove],
 ) -> None:
     # Zeros, negatives (ten-byte varints), values around 127/128 and 16383/16384, empty lists, no observation.
-    turn = Turn("m", turn_id, 0, observation, legal, budget, budget)
+    turn = Turn("m", turn_id, 0, observation, list(legal) if turn_id % 2 else legal, budget, budget)
     assert turn_frame(turn, public) == _protobuf_frame(turn, public)
 
 

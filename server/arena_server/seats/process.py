@@ -287,7 +287,7 @@ class BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
 
     def _read_stdout(self) -> None:
         try:
-            data = os.read(self._stdout, 1 << 18)
+            data = os.read(self._stdout, 1 << 16)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:

@@ -475,6 +475,13 @@ class SubprocessSeat(Seat):
 
     def _on_action(self, action: bs.Action, received: float) -> None:
         pending = self._pending
+        if pending is not None and not pending[1].done():  # the common case first: the awaited answer
+            match_id = self._match_id
+            if match_id is not None and action.turn_id == pending[0] and action.match_id == match_id:
+                self._answered.add(pending[0])
+                self._last_received = pending[0]
+                pending[1].set_result((action.action, received))
+                return
         if self._match_id is None or action.match_id != self._match_id:
             if action.match_id in self._past_matches:
                 self._stale(action, "that match is over")

@@ -56,6 +56,8 @@ _MATCH_IDS: dict[str, bytes] = {}
 _LEGAL: dict[tuple[int, ...], bytes] = {}
 _BUDGETS: dict[timedelta, bytes] = {}
 _OVERAGES: dict[timedelta, bytes] = {}
+_TAILS: dict[tuple[tuple[int, ...], timedelta, timedelta], bytes] = {}
+"""Fields 4 to 6 (legal actions, time budget, overage left) in one piece: they change seldom in a match."""
 
 
 def _match_id(match_id: str) -> bytes:
@@ -166,14 +168,19 @@ def turn_frame(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
     """
     turn_id = turn.turn_id
     observation = turn.observation
+    legal = turn.legal_actions
+    budgets = (legal if type(legal) is tuple else tuple(legal), turn.time_budget, turn.overage_left)
+    tail = _TAILS.get(budgets)
+    if tail is None:
+        tail = _legal(budgets[0]) + _budget(budgets[1]) + _overage(budgets[2])
+        if len(_TAILS) < _CACHE_LIMIT:
+            _TAILS[budgets] = tail
     body = b"".join(
         (
             _match_id(turn.match_id),
             (b"\x10" + (_SMALL[turn_id] if turn_id < 0x4000 else varint(turn_id))) if turn_id else b"",
             _rps(observation) if type(observation) is RpsObservation else _observation(observation),
-            _legal(turn.legal_actions),
-            _budget(turn.time_budget),
-            _overage(turn.overage_left),
+            tail,
             turn_moves_bytes(moves) if moves else b"",
         )
     )
