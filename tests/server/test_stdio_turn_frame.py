@@ -101,7 +101,7 @@ def test_a_turn_frame_is_the_bytes_encode_writes(
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 MOVES = st.lists(st.builds(PublicMove, st.integers(-1, 3), INT32, st.text(max_size=40)), max_size=12)
-BUDGETS = st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3))
+BUDGETS = st.timedeltas(min_value=timedelta(seconds=-5), max_value=timedelta(days=3))
 
 
 def _protobuf_frame(turn: Turn, moves: list[PublicMove]) -> bytes:
