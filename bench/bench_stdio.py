@@ -33,7 +33,15 @@ The whole table is printed once per event loop: the standard asyncio loop, then 
 it is installed (``pip install 'arena[uvloop]'``; ``arena serve --uvloop`` serves on it); the
 ratios of each table are against the baselines measured on that loop in the same run.
 
-Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3] [--loop asyncio|uvloop|both] [--no-c]``.
+The best runs of two rows may come from runs in different modes (on a 2-vCPU VM a round trip
+takes about 5 us when the scheduler keeps both processes on one core and 40-50 us when it
+wakes the child on the other), so the script also prints c-proto/c-async **per run**: those two
+measurements run back to back, and their ratio is the like-for-like figure of that run.
+``--pin CPU`` keeps this process and every child on one CPU (``sched_setaffinity``; children
+inherit it), which holds every row in the one-core mode.
+
+Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3] [--loop asyncio|uvloop|both] [--no-c]
+[--pin CPU]``.
 Target: proto <= 1.3x the bare asyncio pipe ping-pong; like for like, c-proto <= 1.3x c-async.
 """
 
@@ -213,7 +221,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="both")
     parser.add_argument("--no-c", dest="c", action="store_false", help="skip the C rows (they need gcc)")
+    parser.add_argument("--pin", type=int, metavar="CPU", help="run this process and every child on this CPU only")
     args = parser.parse_args()
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})
+        print(f"== pinned to CPU {args.pin}: every process of the benchmark shares one core")
     try:
         import uvloop
     except ImportError:
@@ -270,7 +282,7 @@ async def measure(args: argparse.Namespace) -> None:
                 runs["c-bare"].append((bare_round_trips(args.moves + warm, c["echo"])[warm:], 0.0))
                 echoed = await asyncio_round_trips(args.moves + warm, c["echo"], cpu["c-async"])
                 runs["c-async"].append((echoed[warm:], 0.0))
-                seats.append(("c-proto", Framing.PROTO, c["proto_bot"]))
+                seats.insert(0, ("c-proto", Framing.PROTO, c["proto_bot"]))  # right after c-async
             for name, framing, bot in seats:
                 times, work = await seat_round_trips(framing, args.moves + warm, bot, cpu[name])
                 runs[name].append((times[warm:], work))
@@ -304,6 +316,13 @@ async def measure(args: argparse.Namespace) -> None:
         print(
             f"c-proto/c-async = {statistics.median(c_proto) / c_async:.2f} (target <= 1.3); "
             f"c-proto/c-bare = {statistics.median(c_proto) / c_bare:.2f}"
+        )
+        pairs = zip(runs["c-proto"], runs["c-async"], strict=True)
+        paired = [statistics.median(p[0]) / statistics.median(a[0]) for p, a in pairs]
+        print(
+            "c-proto/c-async per run (measured back to back): "
+            + " ".join(f"{r:.2f}" for r in paired)
+            + f"; median {statistics.median(paired):.2f}"
         )
         split.append(("c-proto", c_proto, c_work, c_bare))
         # CPU time of this process per move, the median over the runs: unlike wall-clock times it
