@@ -91,7 +91,7 @@ def to_timedelta(d: Duration) -> timedelta:
     return value
 
 
-def _turn_moves_bytes(moves: typing.Iterable[PublicMove]) -> bytes:
+def turn_moves_bytes(moves: typing.Iterable[PublicMove]) -> bytes:
     """The Turn wire bytes of ``moves`` (field ``moves`` only), from memoised per-move fragments.
 
     Repeated fields concatenate on the wire, so merging these bytes into a Turn
@@ -291,7 +291,7 @@ def turn_to_proto(turn: Turn, moves: typing.Iterable[PublicMove], out: bs.Turn |
     set_duration(msg.time_budget, turn.time_budget)
     set_duration(msg.overage_left, turn.overage_left)
     if moves:
-        msg.MergeFromString(_turn_moves_bytes(moves))
+        msg.MergeFromString(turn_moves_bytes(moves))
     return msg
 
 

@@ -449,17 +449,22 @@ class Client:
     async def _answer(self, call: Any, inbox: _Inbox, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
         bot = self.bot
         seat = 0
+        wants_updates = bot.wants_updates()
+        inline = self._worker is None
+        backlog = inbox.backlog
+        read = call.read
         while True:
-            msg = await inbox.next()
+            msg = await read() if inline else await inbox.next()  # (inline, nothing is read during act)
             if msg is grpc.aio.EOF:
                 raise _Retry("the server closed the stream")
             kind = msg.WhichOneof("kind")
             if kind == "turn":
-                turn = turn_from_proto(msg.turn, seat)
-                if msg.turn.moves and bot.wants_updates():
-                    bot.on_update(Update(turn.match_id, moves_from_proto(msg.turn.moves), turn.observation))
+                proto_turn = msg.turn
+                turn = turn_from_proto(proto_turn, seat)
+                if wants_updates and proto_turn.moves:
+                    bot.on_update(Update(turn.match_id, moves_from_proto(proto_turn.moves), turn.observation))
                 try:
-                    action = await self._act(turn, inbox)
+                    action = bot.act(turn) if inline else await self._act(turn, inbox)
                 except Resign as exc:
                     await call.write(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=str(exc))))
                     continue
@@ -469,7 +474,7 @@ class Client:
                         bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}"))
                     )
                     continue
-                if inbox.ended(turn.match_id):
+                if backlog and inbox.ended(turn.match_id):
                     # The match ended (aborted, timed out) while act was thinking: the answer is moot.
                     continue
                 await call.write(
@@ -536,13 +541,14 @@ class _Inbox:
 
     def __init__(self, call: Any) -> None:
         self._call = call
-        self._backlog: collections.deque[Any] = collections.deque()
+        self.backlog: collections.deque[Any] = collections.deque()
+        """Messages read while ``act`` was thinking, oldest first."""
         self._reading: asyncio.Future[Any] | None = None
 
     async def next(self) -> Any:
         """The next message (grpc.aio.EOF at the end of the stream)."""
-        if self._backlog:
-            return self._backlog.popleft()
+        if self.backlog:
+            return self.backlog.popleft()
         if self._reading is None:
             return await self._call.read()
         reading, self._reading = self._reading, None
@@ -564,14 +570,14 @@ class _Inbox:
                 if msg.WhichOneof("kind") == "ping":
                     await self._call.write(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
                 else:
-                    self._backlog.append(msg)
+                    self.backlog.append(msg)
             return thinking.result()
         finally:
             thinking.cancel()  # no-op when done; on an error or Ctrl-C the session stops waiting for act
 
     def ended(self, match_id: str) -> bool:
         """Whether a MatchEnded for ``match_id`` is among the kept messages."""
-        return any(m.WhichOneof("kind") == "match_ended" and m.match_ended.match_id == match_id for m in self._backlog)
+        return any(m.WhichOneof("kind") == "match_ended" and m.match_ended.match_id == match_id for m in self.backlog)
 
     def close(self) -> None:
         if self._reading is not None:

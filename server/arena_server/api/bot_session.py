@@ -55,6 +55,32 @@ _HUB_CODES = {
 }
 
 
+SERVICE = "arena.v1.BotSessionService"
+
+
+def _serialize(message: bs.ServerMessage | bytes) -> bytes:
+    """A ServerMessage's bytes; bytes (a Turn written by :mod:`arena_server.seats.turn_wire`) as they are."""
+    return message if type(message) is bytes else message.SerializeToString()  # type: ignore[union-attr]
+
+
+def add_to_server(servicer: BotSessionServicer, server: grpc.aio.Server) -> None:
+    """Serve ``arena.v1.BotSessionService`` with ``servicer`` (the generated registration, bytes-aware).
+
+    The same handler as ``add_BotSessionServiceServicer_to_server``, except that
+    a message already serialized (the Turns, see :mod:`arena_server.seats.turn_wire`)
+    is written as it is.
+    """
+    handlers = {
+        "Play": grpc.stream_stream_rpc_method_handler(
+            servicer.Play,
+            request_deserializer=bs.BotMessage.FromString,
+            response_serializer=_serialize,
+        )
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)  # type: ignore[attr-defined]
+
+
 class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
     """``Play``: one remote bot session per stream."""
 
@@ -199,15 +225,23 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         """One message from the bot, or None when the stream ended (the session is then closed)."""
         try:
             msg = await context.read()
-        except grpc.aio.AioRpcError as exc:
+        except Exception as exc:
+            await self._read_failed(session, exc)
+            return None
+        return await self._checked(session, msg)
+
+    async def _read_failed(self, session: RemoteSession, exc: Exception) -> None:
+        """A read raised: the stream broke, or the bot sent bytes that do not decode. Closes the session."""
+        if isinstance(exc, grpc.aio.AioRpcError):
             session.mark_closed(f"the stream failed: {exc.details()}")
-            return None
-        except Exception as exc:  # undecodable bytes surface here
-            reason = f"sent a message that is not a valid arena.v1.BotMessage ({type(exc).__name__})"
-            session.protocol_violation(reason)
-            await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
-            session.mark_closed(reason)
-            return None
+            return
+        reason = f"sent a message that is not a valid arena.v1.BotMessage ({type(exc).__name__})"
+        session.protocol_violation(reason)
+        await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
+        session.mark_closed(reason)
+
+    async def _checked(self, session: RemoteSession, msg: object) -> bs.BotMessage | None:
+        """``msg`` if it is a message within the size limit; else None, with the session closed."""
         if msg is grpc.aio.EOF:
             session.mark_closed("the bot closed the stream")
             return None
@@ -223,9 +257,20 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
 
     async def _read_loop(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> None:
         pongs = _PongBudget(session)
+        closed = session.closed
+        read = context.read
         while True:
-            msg = await self._read(context, session)
-            if msg is None or session.closed.is_set():
+            try:
+                msg = await read()
+            except Exception as exc:
+                await self._read_failed(session, exc)
+                return
+            if type(msg) is not bs.BotMessage or msg.ByteSize() > MAX_MESSAGE_BYTES:
+                checked = await self._checked(session, msg)
+                if checked is None:
+                    return
+                msg = checked
+            if closed.is_set():
                 return  # an evicted session reads nothing more
             kind = msg.WhichOneof("kind")
             if kind == "action":

@@ -106,37 +106,47 @@ class Asking(RefereeState):
             )
         return None
 
-    async def _ask(self, acting: Sequence[int] | range) -> list[Answer] | None:
-        """Collect one legal answer per acting seat, or finish the match and return None."""
+    async def _ask(self, acting: Sequence[int] | range) -> list[int] | None:
+        """Collect one legal action per acting seat (logged), or finish the match and return None.
+
+        The common shapes stay on a short path: every answer that is on time
+        and legal is logged and returned without going through :meth:`_check`;
+        one asynchronous seat is awaited directly (no task).
+        """
         state = self.state
+        seats = self.seats
+        match_id = self.record.match_id
         answers: list[Answer | None] = [None] * len(acting)
         waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] = []
         sync_turns: list[tuple[int, int, Turn]] = []
-        per_move_td = self.tc.per_move
+        per_move_td = self.per_move_td
+        pending = self.pending
         shared_obs = state.observation(None) if self.game.public_observation else None
+        turn_id = self.turn_id
         for i, seat_index in enumerate(acting):
-            seat = self.seats[seat_index]
-            self.turn_id += 1
+            seat = seats[seat_index]
+            turn_id += 1
             turn = Turn(
-                self.record.match_id,
-                self.turn_id,
+                match_id,
+                turn_id,
                 seat_index,
                 shared_obs if shared_obs is not None else state.observation(seat_index),
                 state.legal_actions(seat_index),
                 per_move_td,
                 self.overage_td[seat_index],
             )
-            moves = self.pending[seat_index]
             if seat.synchronous:
                 sync_turns.append((i, seat_index, turn))
             else:
+                moves = pending[seat_index]
                 timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace
-                waiting.append((i, seat.ask(turn, tuple(moves), timeout)))
+                waiting.append((i, seat.ask(turn, tuple(moves) if moves else (), timeout)))
                 moves.clear()
+        self.turn_id = turn_id
         for i, seat_index, turn in sync_turns:
-            moves = self.pending[seat_index]
-            update = Update(self.record.match_id, tuple(moves), turn.observation) if moves else None
-            answers[i] = self.seats[seat_index].act_now(turn, moves, update)
+            moves = pending[seat_index]
+            update = Update(match_id, tuple(moves), turn.observation) if moves else None
+            answers[i] = seats[seat_index].act_now(turn, moves, update)
             moves.clear()
         if waiting:
             control = self.control
@@ -145,7 +155,7 @@ class Asking(RefereeState):
                     coro.close()
                 await self._abort()
                 return None
-            control.waiter = asyncio.current_task()
+            control.waiter = self.task
             try:
                 if len(waiting) == 1:  # the common case: await it directly, no extra task
                     i, coro = waiting[0]
@@ -155,7 +165,7 @@ class Asking(RefereeState):
             except asyncio.CancelledError:
                 if not control.aborted:
                     raise
-                task = asyncio.current_task()
+                task = self.task
                 if task is not None:
                     task.uncancel()
                 await self._abort()
@@ -165,7 +175,33 @@ class Asking(RefereeState):
                 answers[i] = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
             finally:
                 control.waiter = None
-        return await self._judge(acting, answers)
+        # Judge: an answer that is on time and legal passes inline; anything else goes through _check.
+        per_move = self.per_move
+        grace = self.grace
+        is_legal = state.is_legal
+        actions: list[int] = []
+        failures: list[tuple[int, Termination, str]] = []
+        for seat_index, ans in zip(acting, answers, strict=True):
+            if ans is None:
+                continue  # not awaited to the end because another seat failed first
+            action = ans.action
+            if not (ans.failure is None and ans.elapsed - grace <= per_move and is_legal(seat_index, action)):  # type: ignore[arg-type]
+                failure = self._check(seat_index, ans, per_move, grace)
+                if failure is not None:
+                    failures.append(failure)
+                    continue
+            actions.append(action)  # type: ignore[arg-type]
+        if failures:  # the decision is void: none of its answers is logged
+            self.failures = failures
+            await self._finish_failures()
+            return None
+        log = self.record.moves
+        for seat_index, action, ans in zip(acting, actions, answers, strict=True):
+            log.players.append(seat_index)
+            log.actions.append(action)
+            log.elapsed_us.append(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))  # type: ignore[union-attr]
+            log.legal.append(1)
+        return actions
 
     async def _gather(
         self, waiting: list[tuple[int, Coroutine[Any, Any, Answer]]], answers: list[Answer | None]
@@ -192,21 +228,6 @@ class Asking(RefereeState):
 
     async def _abort(self) -> None:
         await self._finish(Termination.ABORTED, None, self.control.reason or "the match was aborted")
-        return None
-
-    async def _judge(self, acting: Sequence[int] | range, answers: list[Answer | None]) -> list[Answer] | None:
-        """Charge clocks and check legality; end the match on the first failure."""
-        failures = []
-        for seat_index, ans in zip(acting, answers, strict=True):
-            if ans is None:
-                continue  # not awaited to the end because another seat failed first
-            failure = self._check(seat_index, ans, self.per_move, self.grace)
-            if failure is not None:
-                failures.append(failure)
-        if not failures:
-            return answers  # type: ignore[return-value]
-        self.failures = failures
-        await self._finish_failures()
         return None
 
     async def _finish_failures(self) -> None:

@@ -133,6 +133,8 @@ class _Referee(Asking, Publishing):
         self.pending: list[list[PublicMove]] = [[] for _ in range(n)]
         self.track = [s.wants_updates for s in seats]
         self.turn_id = 0
+        self.task = None
+        self.public_moves = {}
         self.per_move = tc.per_move.total_seconds()
         self.per_move_td = tc.per_move
         self.overage_td = [tc.overage] * n
@@ -144,6 +146,7 @@ class _Referee(Asking, Publishing):
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        self.task = asyncio.current_task()
         record = self.record
         info = tuple(s.info for s in self.seats)
         params = dict(self.game.params)
@@ -196,7 +199,7 @@ class _Referee(Asking, Publishing):
                     self._publish([PublicMove(CHANCE, action, game.action_to_string(CHANCE, action))])
                 continue
             acting = range(game.num_players) if player == SIMULTANEOUS else (player,)
-            if self.pending_any:
+            if player != SIMULTANEOUS and self.pending_any:  # (in a simultaneous move every seat gets a Turn)
                 self._flush_updates(acting)
             if self.all_sync:
                 actions = self._ask_sync(acting)
@@ -204,21 +207,19 @@ class _Referee(Asking, Publishing):
                     await self._finish_failures()
                     return
             else:
-                answers = await self._ask(acting)
-                if answers is None:
+                asked = await self._ask(acting)  # logged as they were judged
+                if asked is None:
                     return
-                actions = [a.action for a in answers]  # type: ignore[misc]
-                for seat_index, ans in zip(acting, answers, strict=True):
-                    log.add(seat_index, ans.action, ans.elapsed)  # type: ignore[arg-type]
+                actions = asked
             if player == SIMULTANEOUS:
                 state.apply_actions_unchecked(actions)  # legality was checked seat by seat
                 if self.tracking or self.listeners:
-                    self._publish([PublicMove(s, a, game.action_to_string(s, a)) for s, a in enumerate(actions)])
+                    self._publish([self._public_move(s, a) for s, a in enumerate(actions)])
             else:
                 action = actions[0]
                 state.apply_action_unchecked(player, action)
                 if self.tracking or self.listeners:
-                    self._publish([PublicMove(player, action, game.action_to_string(player, action))])
+                    self._publish([self._public_move(player, action)])
 
     async def _finish(self, termination: Termination, offender: int | None, reason: str, forfeit: bool = True) -> None:
         record = self.record

@@ -1,0 +1,134 @@
+"""A Turn's wire bytes written straight from the referee's :class:`Turn`, without a protobuf message.
+
+Every move of every match sends one Turn, and filling an ``arena.v1.Turn``
+message field by field costs more than the rest of a remote seat's share of
+the move. :func:`server_message_turn` writes the bytes of
+``ServerMessage{turn: ...}`` directly: the parts that repeat move after move
+(the match id, the legal actions, the time budgets, the public moves) come
+from small caches, and only the turn id and the observation are encoded
+afresh. The RPS observation, the one game played hundreds of rounds per
+match, is encoded by hand; every other observation goes through protobuf.
+
+The bytes are exactly what ``turn_to_proto`` and ``SerializeToString`` give
+(fields in field-number order, packed repeated scalars, zero scalars left
+out, the time budgets always present): ``tests/server/test_turn_wire.py``
+checks it for every game, and for random Turns with hypothesis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from google.protobuf.duration_pb2 import Duration
+
+from arena_client import PublicMove, Turn
+from arena_client.convert import observation_to_proto, set_duration, turn_moves_bytes
+from arena_games.rps import RpsObservation
+
+_CACHE_LIMIT = 4096
+"""Most entries each cache below keeps (a match has a handful of distinct values)."""
+
+_SMALL = [bytes((n,)) for n in range(0x80)]
+"""The one-byte varints."""
+
+_MATCH_IDS: dict[str, bytes] = {}
+_LEGAL: dict[tuple[int, ...], bytes] = {}
+_BUDGETS: dict[tuple[int, timedelta], bytes] = {}
+
+
+def varint(n: int) -> bytes:
+    """``n`` as a protobuf varint (a negative int32/int64 takes ten bytes, as protobuf writes it)."""
+    if 0 <= n < 0x80:
+        return _SMALL[n]
+    if n < 0:
+        n += 1 << 64
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(tag: int, body: bytes) -> bytes:
+    """A length-delimited field: its one-byte tag, the length, the body."""
+    return _SMALL[tag] + varint(len(body)) + body
+
+
+def _packed(tag: int, values: Sequence[int]) -> bytes:
+    """A packed repeated int32 field (nothing for no values, as protobuf leaves it out)."""
+    if not values:
+        return b""
+    return _field(tag, b"".join([varint(v) for v in values]))
+
+
+def _match_id(match_id: str) -> bytes:
+    part = _MATCH_IDS.get(match_id)
+    if part is None:
+        part = _field(0x0A, match_id.encode()) if match_id else b""
+        if len(_MATCH_IDS) < _CACHE_LIMIT:
+            _MATCH_IDS[match_id] = part
+    return part
+
+
+def _legal(actions: Sequence[int]) -> bytes:
+    key = actions if type(actions) is tuple else tuple(actions)
+    part = _LEGAL.get(key)
+    if part is None:
+        part = _packed(0x22, key)
+        if len(_LEGAL) < _CACHE_LIMIT:
+            _LEGAL[key] = part
+    return part
+
+
+def _budget(tag: int, value: timedelta) -> bytes:
+    """A Duration field, always present (``turn_to_proto`` always sets both budgets)."""
+    key = (tag, value)
+    part = _BUDGETS.get(key)
+    if part is None:
+        d = Duration()
+        set_duration(d, value)
+        part = _field(tag, d.SerializeToString())
+        if len(_BUDGETS) < _CACHE_LIMIT:
+            _BUDGETS[key] = part
+    return part
+
+
+def _rps(o: RpsObservation) -> bytes:
+    """``Observation{rps: ...}``, the field of a Turn (tag 3)."""
+    body = b"".join(
+        (
+            b"\x08" + varint(o.signs) if o.signs else b"",
+            b"\x10" + varint(o.rounds) if o.rounds else b"",
+            b"\x18" + varint(o.round) if o.round else b"",
+            _packed(0x22, o.wins),
+            _packed(0x2A, o.last_round),
+        )
+    )
+    return _field(0x1A, _field(0x0A, body))
+
+
+def _observation(value: object) -> bytes:
+    if value is None:
+        return b""
+    if type(value) is RpsObservation:
+        return _rps(value)
+    return _field(0x1A, observation_to_proto(value).SerializeToString())
+
+
+def server_message_turn(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
+    """The serialized ``ServerMessage`` carrying ``turn`` and the public ``moves`` the seat has not seen."""
+    turn_id = turn.turn_id
+    body = b"".join(
+        (
+            _match_id(turn.match_id),
+            b"\x10" + varint(turn_id) if turn_id else b"",
+            _observation(turn.observation),
+            _legal(turn.legal_actions),
+            _budget(0x2A, turn.time_budget),
+            _budget(0x32, turn.overage_left),
+            turn_moves_bytes(moves) if moves else b"",
+        )
+    )
+    return b"\x1a" + varint(len(body)) + body
