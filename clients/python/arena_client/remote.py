@@ -440,13 +440,17 @@ class Client:
 
     async def _serve(self, call: Any, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
         """Answer the server until ``matches`` results are in (``again`` set: challenging) or forever."""
-        inbox = _Inbox(call)
+        writer = _Writer(call)
+        inbox = _Inbox(call, writer)
         try:
-            await self._answer(call, inbox, matches, again)
+            await self._answer(call, inbox, writer, matches, again)
+            await writer.drain()  # everything written before the session says goodbye
         finally:
             inbox.close()
 
-    async def _answer(self, call: Any, inbox: _Inbox, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
+    async def _answer(
+        self, call: Any, inbox: _Inbox, writer: _Writer, matches: int, again: Callable[[], bs.BotMessage] | None
+    ) -> None:
         bot = self.bot
         seat = 0
         wants_updates = bot.wants_updates()
@@ -457,6 +461,8 @@ class Client:
             msg = await read() if inline else await inbox.next()  # (inline, nothing is read during act)
             if msg is grpc.aio.EOF:
                 raise _Retry("the server closed the stream")
+            if writer.error is not None:
+                raise writer.error  # a write failed: the stream is broken (handled as a failed read would be)
             kind = msg.WhichOneof("kind")
             if kind == "turn":
                 proto_turn = msg.turn
@@ -466,18 +472,16 @@ class Client:
                 try:
                     action = bot.act(turn) if inline else await self._act(turn, inbox)
                 except Resign as exc:
-                    await call.write(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=str(exc))))
+                    writer.send(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=str(exc))))
                     continue
                 except Exception as exc:
                     log.error("arena_client: act raised:\n%s", traceback.format_exc())
-                    await call.write(
-                        bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}"))
-                    )
+                    writer.send(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}")))
                     continue
                 if backlog and inbox.ended(turn.match_id):
                     # The match ended (aborted, timed out) while act was thinking: the answer is moot.
                     continue
-                await call.write(
+                writer.send(
                     bs.BotMessage(action=bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=int(action)))
                 )
             elif kind == "update":
@@ -495,7 +499,7 @@ class Client:
                 if again is not None and len(self.results) >= matches:
                     return
             elif kind == "ping":
-                await call.write(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
+                writer.send(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
             elif kind == "error":
                 if msg.error.fatal:
                     raise ArenaError(msg.error.message)
@@ -513,7 +517,7 @@ class Client:
                         len(self.aborted),
                         matches - len(self.results),
                     )
-                    await call.write(again())
+                    writer.send(again())
 
     def _record(self, result: MatchResult) -> None:
         if result.termination == Termination.ABORTED:
@@ -530,6 +534,81 @@ class Client:
         log.info("arena_client: match %s ended: %s (%s)", result.match_id, result.returns, result.reason)
 
 
+class _Writer:
+    """The writes of one Play stream, in order, none of them awaited by the session.
+
+    A write starts at once when the stream is idle (its first step hands the
+    message to gRPC core) and is finished from the completion callback of the
+    future it yields, so sending an Action costs the session no wake-up of its
+    own: it goes straight on to read the next Turn. Messages sent while a
+    write is in flight wait their turn. A failed write is kept in
+    :attr:`error` (raised by :meth:`drain` and noticed by the session after its
+    next read); the stream is broken then, and the read says so as well.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._queue: collections.deque[bs.BotMessage] = collections.deque()
+        self._in_flight: Any = None
+        """The write coroutine in progress (stepped by hand), or None."""
+        self._waiters: list[asyncio.Future[None]] = []
+        self.error: BaseException | None = None
+
+    def send(self, msg: bs.BotMessage) -> None:
+        """Write ``msg`` after everything sent before it; never waits."""
+        if self.error is not None:
+            return  # the stream is broken; the session hears it from its next read or drain
+        if self._in_flight is None and not self._queue:
+            self._step(self._call.write(msg))
+        else:
+            self._queue.append(msg)
+
+    async def drain(self) -> None:
+        """Wait until every message sent so far is written; raise the error of a failed write."""
+        while self._in_flight is not None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+        if self.error is not None:
+            raise self.error
+
+    def _step(self, coro: Any, value: Any = None) -> None:
+        while True:
+            try:
+                waiter = coro.send(value)
+            except StopIteration:
+                if not self._queue or self.error is not None:
+                    self._done()
+                    return
+                coro, value = self._call.write(self._queue.popleft()), None
+                continue
+            except BaseException as exc:  # kept for the session, which raises it
+                self.error = exc
+                self._done()
+                return
+            self._in_flight = coro
+            if waiter is None:  # a bare yield: step again on the next loop iteration
+                asyncio.get_running_loop().call_soon(self._resume, None)
+            else:
+                waiter._asyncio_future_blocking = False
+                waiter.add_done_callback(self._resume)
+            return
+
+    def _resume(self, _done: object) -> None:
+        coro = self._in_flight
+        if coro is not None:
+            self._step(coro)
+
+    def _done(self) -> None:
+        self._in_flight = None
+        if self.error is not None:
+            self._queue.clear()
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
 class _Inbox:
     """The messages of a Play stream, read on while ``act`` runs in the worker thread.
 
@@ -539,8 +618,9 @@ class _Inbox:
     otherwise take for an answer in the bot's next match).
     """
 
-    def __init__(self, call: Any) -> None:
+    def __init__(self, call: Any, writer: _Writer) -> None:
         self._call = call
+        self._writer = writer
         self.backlog: collections.deque[Any] = collections.deque()
         """Messages read while ``act`` was thinking, oldest first."""
         self._reading: asyncio.Future[Any] | None = None
@@ -568,7 +648,7 @@ class _Inbox:
                 if msg is grpc.aio.EOF:
                     raise _Retry("the server closed the stream")
                 if msg.WhichOneof("kind") == "ping":
-                    await self._call.write(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
+                    self._writer.send(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
                 else:
                     self.backlog.append(msg)
             return thinking.result()

@@ -35,12 +35,16 @@ _SMALL = [bytes((n,)) for n in range(0x80)]
 _MATCH_IDS: dict[str, bytes] = {}
 _LEGAL: dict[tuple[int, ...], bytes] = {}
 _BUDGETS: dict[tuple[int, timedelta], bytes] = {}
+_RPS_HEADS: dict[tuple[int, int], bytes] = {}
+_LAST_ROUNDS: dict[tuple[int, ...], bytes] = {}
 
 
 def varint(n: int) -> bytes:
     """``n`` as a protobuf varint (a negative int32/int64 takes ten bytes, as protobuf writes it)."""
     if 0 <= n < 0x80:
         return _SMALL[n]
+    if 0 < n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     if n < 0:
         n += 1 << 64
     out = bytearray()
@@ -60,6 +64,8 @@ def _packed(tag: int, values: Sequence[int]) -> bytes:
     """A packed repeated int32 field (nothing for no values, as protobuf leaves it out)."""
     if not values:
         return b""
+    if len(values) < 0x80 and max(values) < 0x80 and min(values) >= 0:  # one byte per value
+        return bytes((tag, len(values), *values))
     return _field(tag, b"".join([varint(v) for v in values]))
 
 
@@ -97,15 +103,22 @@ def _budget(tag: int, value: timedelta) -> bytes:
 
 def _rps(o: RpsObservation) -> bytes:
     """``Observation{rps: ...}``, the field of a Turn (tag 3)."""
-    body = b"".join(
-        (
-            b"\x08" + varint(o.signs) if o.signs else b"",
-            b"\x10" + varint(o.rounds) if o.rounds else b"",
-            b"\x18" + varint(o.round) if o.round else b"",
-            _packed(0x22, o.wins),
-            _packed(0x2A, o.last_round),
-        )
-    )
+    key = (o.signs, o.rounds)
+    head = _RPS_HEADS.get(key)
+    if head is None:
+        head = (b"\x08" + varint(o.signs) if o.signs else b"") + (b"\x10" + varint(o.rounds) if o.rounds else b"")
+        if len(_RPS_HEADS) < _CACHE_LIMIT:
+            _RPS_HEADS[key] = head
+    r = o.round
+    last = _LAST_ROUNDS.get(o.last_round)
+    if last is None:
+        last = _packed(0x2A, o.last_round)
+        if len(_LAST_ROUNDS) < _CACHE_LIMIT:
+            _LAST_ROUNDS[o.last_round] = last
+    body = head + (b"\x18" + varint(r) if r else b"") + _packed(0x22, o.wins) + last
+    n = len(body)
+    if n < 0x7E:  # both lengths fit in one byte
+        return bytes((0x1A, n + 2, 0x0A, n)) + body
     return _field(0x1A, _field(0x0A, body))
 
 
