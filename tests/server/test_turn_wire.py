@@ -23,7 +23,8 @@ from arena_client import PublicMove, Turn
 from arena_client.convert import turn_to_proto
 from arena_games import SIMULTANEOUS, load_game
 from arena_games.rps import RpsObservation
-from arena_server.seats.turn_wire import server_message_turn, varint
+from arena_client.wire import varint
+from arena_server.seats.turn_wire import server_message_turn
 
 GAMES = [("rps", {}), ("rps", {"signs": 5}), ("tic_tac_toe", {}), ("dots_and_boxes", {}), ("liars_dice", {})]
 

@@ -41,7 +41,6 @@ from typing import Any
 import grpc
 
 from arena.v1 import bot_session_pb2 as bs
-from arena.v1 import bot_session_pb2_grpc as bs_grpc
 from arena_client.bot import Bot, Resign
 from arena_client.convert import (
     match_info_from_proto,
@@ -53,11 +52,13 @@ from arena_client.convert import (
     update_from_proto,
 )
 from arena_client.types import MatchResult, Termination, TimeControl, Turn, Update
+from arena_client.wire import action_message, serialize
 from arena_games import ParamValue
 
 log = logging.getLogger("arena_client")
 
 PROTOCOL_VERSION = "arena.v1"
+PLAY_METHOD = "/arena.v1.BotSessionService/Play"
 CLIENT = "arena_client/0.1"
 QUICK_ACT_SECONDS = 0.001
 """How long the client waits synchronously for ``act`` before yielding to the event loop."""
@@ -370,8 +371,10 @@ class Client:
         connect_timeout: float,
     ) -> None:
         async with grpc.aio.insecure_channel(self.target) as channel:
-            stub = bs_grpc.BotSessionServiceStub(channel)
-            call = stub.Play()
+            # The generated stub's Play, except that an Action may be sent as its bytes (wire.action_message).
+            call = channel.stream_stream(
+                PLAY_METHOD, request_serializer=serialize, response_deserializer=bs.ServerMessage.FromString
+            )()
             try:
                 try:
                     welcome = await asyncio.wait_for(self._handshake(call), connect_timeout)
@@ -481,9 +484,7 @@ class Client:
                 if backlog and inbox.ended(turn.match_id):
                     # The match ended (aborted, timed out) while act was thinking: the answer is moot.
                     continue
-                writer.send(
-                    bs.BotMessage(action=bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=int(action)))
-                )
+                writer.send(action_message(turn.match_id, turn.turn_id, int(action)))
             elif kind == "update":
                 bot.on_update(update_from_proto(msg.update))
             elif kind == "match_started":
@@ -548,13 +549,13 @@ class _Writer:
 
     def __init__(self, call: Any) -> None:
         self._call = call
-        self._queue: collections.deque[bs.BotMessage] = collections.deque()
+        self._queue: collections.deque[bs.BotMessage | bytes] = collections.deque()
         self._in_flight: Any = None
         """The write coroutine in progress (stepped by hand), or None."""
         self._waiters: list[asyncio.Future[None]] = []
         self.error: BaseException | None = None
 
-    def send(self, msg: bs.BotMessage) -> None:
+    def send(self, msg: bs.BotMessage | bytes) -> None:
         """Write ``msg`` after everything sent before it; never waits."""
         if self.error is not None:
             return  # the stream is broken; the session hears it from its next read or drain

@@ -22,6 +22,7 @@ from arena_client.convert import (
     params_from_proto,
     time_control_from_proto,
 )
+from arena_client.wire import serialize
 from arena_games import registered_games
 from arena_server import __version__
 from arena_server.api.authority import (
@@ -58,11 +59,6 @@ _HUB_CODES = {
 SERVICE = "arena.v1.BotSessionService"
 
 
-def _serialize(message: bs.ServerMessage | bytes) -> bytes:
-    """A ServerMessage's bytes; bytes (a Turn written by :mod:`arena_server.seats.turn_wire`) as they are."""
-    return message if type(message) is bytes else message.SerializeToString()  # type: ignore[union-attr]
-
-
 def add_to_server(servicer: BotSessionServicer, server: grpc.aio.Server) -> None:
     """Serve ``arena.v1.BotSessionService`` with ``servicer`` (the generated registration, bytes-aware).
 
@@ -74,7 +70,7 @@ def add_to_server(servicer: BotSessionServicer, server: grpc.aio.Server) -> None
         "Play": grpc.stream_stream_rpc_method_handler(
             servicer.Play,
             request_deserializer=bs.BotMessage.FromString,
-            response_serializer=_serialize,
+            response_serializer=serialize,  # a Turn is written as its bytes (seats.turn_wire)
         )
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))

@@ -24,13 +24,11 @@ from google.protobuf.duration_pb2 import Duration
 
 from arena_client import PublicMove, Turn
 from arena_client.convert import observation_to_proto, set_duration, turn_moves_bytes
+from arena_client.wire import SMALL, varint
 from arena_games.rps import RpsObservation
 
 _CACHE_LIMIT = 4096
 """Most entries each cache below keeps (a match has a handful of distinct values)."""
-
-_SMALL = [bytes((n,)) for n in range(0x80)]
-"""The one-byte varints."""
 
 _MATCH_IDS: dict[str, bytes] = {}
 _LEGAL: dict[tuple[int, ...], bytes] = {}
@@ -39,25 +37,9 @@ _RPS_HEADS: dict[tuple[int, int], bytes] = {}
 _LAST_ROUNDS: dict[tuple[int, ...], bytes] = {}
 
 
-def varint(n: int) -> bytes:
-    """``n`` as a protobuf varint (a negative int32/int64 takes ten bytes, as protobuf writes it)."""
-    if 0 <= n < 0x80:
-        return _SMALL[n]
-    if 0 < n < 0x4000:
-        return bytes(((n & 0x7F) | 0x80, n >> 7))
-    if n < 0:
-        n += 1 << 64
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _field(tag: int, body: bytes) -> bytes:
     """A length-delimited field: its one-byte tag, the length, the body."""
-    return _SMALL[tag] + varint(len(body)) + body
+    return SMALL[tag] + varint(len(body)) + body
 
 
 def _packed(tag: int, values: Sequence[int]) -> bytes:
