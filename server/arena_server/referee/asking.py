@@ -116,39 +116,41 @@ class Asking(RefereeState):
         state = self.state
         seats = self.seats
         match_id = self.record.match_id
-        answers: list[Answer | None] = [None] * len(acting)
-        waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] = []
-        sync_turns: list[tuple[int, int, Turn]] = []
         per_move_td = self.per_move_td
+        overage_td = self.overage_td
         pending = self.pending
         shared_obs = state.observation(None) if self.game.public_observation else None
         turn_id = self.turn_id
+        answers: list[Answer | None] = []
+        waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] | None = None
         for i, seat_index in enumerate(acting):
             seat = seats[seat_index]
             turn_id += 1
+            observation = shared_obs if shared_obs is not None else state.observation(seat_index)
             turn = Turn(
                 match_id,
                 turn_id,
                 seat_index,
-                shared_obs if shared_obs is not None else state.observation(seat_index),
+                observation,
                 state.legal_actions(seat_index),
                 per_move_td,
-                self.overage_td[seat_index],
+                overage_td[seat_index],
             )
-            if seat.synchronous:
-                sync_turns.append((i, seat_index, turn))
+            moves = pending[seat_index]
+            if seat.synchronous:  # answers at once (an in-process bot): asked before any coroutine runs
+                answers.append(
+                    seat.act_now(turn, moves, Update(match_id, tuple(moves), observation) if moves else None)
+                )
             else:
-                moves = pending[seat_index]
+                answers.append(None)
                 timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace
+                if waiting is None:
+                    waiting = []
                 waiting.append((i, seat.ask(turn, tuple(moves) if moves else (), timeout)))
+            if moves:
                 moves.clear()
         self.turn_id = turn_id
-        for i, seat_index, turn in sync_turns:
-            moves = pending[seat_index]
-            update = Update(match_id, tuple(moves), turn.observation) if moves else None
-            answers[i] = seats[seat_index].act_now(turn, moves, update)
-            moves.clear()
-        if waiting:
+        if waiting is not None:
             control = self.control
             if control.aborted:
                 for _, coro in waiting:
@@ -180,26 +182,30 @@ class Asking(RefereeState):
         grace = self.grace
         is_legal = state.is_legal
         actions: list[int] = []
-        failures: list[tuple[int, Termination, str]] = []
-        for seat_index, ans in zip(acting, answers, strict=True):
+        failures: list[tuple[int, Termination, str]] | None = None
+        for i, ans in enumerate(answers):
             if ans is None:
                 continue  # not awaited to the end because another seat failed first
             action = ans.action
-            if not (ans.failure is None and ans.elapsed - grace <= per_move and is_legal(seat_index, action)):  # type: ignore[arg-type]
-                failure = self._check(seat_index, ans, per_move, grace)
-                if failure is not None:
-                    failures.append(failure)
-                    continue
-            actions.append(action)  # type: ignore[arg-type]
-        if failures:  # the decision is void: none of its answers is logged
+            if ans.failure is None and ans.elapsed - grace <= per_move and is_legal(acting[i], action):  # type: ignore[arg-type]
+                actions.append(action)  # type: ignore[arg-type]
+                continue
+            failure = self._check(acting[i], ans, per_move, grace)
+            if failure is None:
+                actions.append(action)  # type: ignore[arg-type]
+            else:
+                if failures is None:
+                    failures = []
+                failures.append(failure)
+        if failures is not None:  # the decision is void: none of its answers is logged
             self.failures = failures
             await self._finish_failures()
             return None
         log = self.record.moves
-        for seat_index, action, ans in zip(acting, actions, answers, strict=True):
-            log.players.append(seat_index)
+        for i, action in enumerate(actions):
+            log.players.append(acting[i])
             log.actions.append(action)
-            log.elapsed_us.append(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))  # type: ignore[union-attr]
+            log.elapsed_us.append(min(int(answers[i].elapsed * 1e6), 0xFFFFFFFF))  # type: ignore[union-attr]
             log.legal.append(1)
         return actions
 

@@ -120,8 +120,11 @@ class RemoteSession:
         self.max_outbox = MAX_OUTBOX if max_outbox is None else max_outbox
         self.write_timeout = WRITE_TIMEOUT if write_timeout is None else write_timeout
         self._outbox: collections.deque[tuple[Outgoing, Callable[[], None] | None]] = collections.deque()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        """Waiting in :meth:`drained` for the queue to empty."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.is_closed = False
+        """``closed.is_set()``, as a plain attribute for the per-message checks."""
         self._in_flight: Coroutine[Any, Any, Any] | None = None
         """The stream write in progress (stepped by :meth:`_pump` and :meth:`_resume`), or None."""
         self._waiter: asyncio.Future[Any] | None = None
@@ -153,7 +156,10 @@ class RemoteSession:
 
         Bounded: a message the bot does not read within ``write_timeout`` closes the session.
         """
-        await self._idle.wait()
+        while self._outbox:
+            waiter = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(waiter)
+            await waiter
 
     def send_nowait(self, msg: Outgoing, on_written: Callable[[], None] | None = None) -> None:
         """Queue ``msg`` for writing (the same as :meth:`send`, for code that cannot await).
@@ -171,7 +177,7 @@ class RemoteSession:
                 is dropped (the session closed): whoever waits for the write
                 goes on either way, as with :meth:`drained`.
         """
-        if self.closed.is_set():
+        if self.is_closed:
             if on_written is not None:
                 on_written()
             return
@@ -184,7 +190,6 @@ class RemoteSession:
                 on_written()
             return
         self._outbox.append((msg, on_written))
-        self._idle.clear()
         if self._in_flight is None and not self._pumping:
             self._pump()
 
@@ -209,7 +214,9 @@ class RemoteSession:
         self._pumping = True
         try:
             outbox = self._outbox
-            loop = asyncio.get_running_loop()
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
             while outbox:
                 msg, _on_written = outbox[0]
                 if self._watchdog is None:
@@ -228,8 +235,8 @@ class RemoteSession:
                     return
                 self._wait_on(msg, waiter)
                 return
-            self._idle.set()
-            if self.closed.is_set() and self._watchdog is not None:
+            self._set_idle()
+            if self.is_closed and self._watchdog is not None:
                 self._watchdog.cancel()
                 self._watchdog = None
         finally:
@@ -240,7 +247,7 @@ class RemoteSession:
         if waiter is None:
             asyncio.get_running_loop().call_soon(self._resume, None)
             return
-        if not asyncio.isfuture(waiter):
+        if type(waiter) is not asyncio.Future and not asyncio.isfuture(waiter):
             self._write_failed(msg, TypeError(f"the stream's write yielded {waiter!r}, not a future"))
             return
         waiter._asyncio_future_blocking = False
@@ -317,11 +324,19 @@ class RemoteSession:
         self.mark_closed(reason)
         self._drop_outbox()
 
+    def _set_idle(self) -> None:
+        """Nothing is queued: whoever waits in :meth:`drained` goes on."""
+        if self._idle_waiters:
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
     def _drop_outbox(self) -> None:
         """Drop every queued message; their ``on_written`` callbacks run (see :meth:`send_nowait`)."""
         dropped = list(self._outbox)
         self._outbox.clear()
-        self._idle.set()
+        self._set_idle()
         for _msg, on_written in dropped:
             if on_written is not None:
                 on_written()
@@ -362,8 +377,9 @@ class RemoteSession:
     def mark_closed(self, reason: str) -> None:
         """Close the session (messages already queued are still written); the seated match hears of it."""
         self.settled.set()
-        if not self.closed.is_set():
+        if not self.is_closed:
             self.close_reason = reason
+            self.is_closed = True
             self.closed.set()
             if self.seat is not None:
                 self.seat.session_lost(reason)
