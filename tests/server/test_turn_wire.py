@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import PublicMove, Turn
 from arena_client.convert import turn_to_proto
+from arena_client.wire import varint
 from arena_games import SIMULTANEOUS, load_game
 from arena_games.rps import RpsObservation
-from arena_client.wire import varint
 from arena_server.seats.turn_wire import server_message_turn
 
 GAMES = [("rps", {}), ("rps", {"signs": 5}), ("tic_tac_toe", {}), ("dots_and_boxes", {}), ("liars_dice", {})]

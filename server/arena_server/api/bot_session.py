@@ -59,6 +59,22 @@ _HUB_CODES = {
 SERVICE = "arena.v1.BotSessionService"
 
 
+class _TooLarge:
+    """Stands for a bot message over :data:`MAX_MESSAGE_BYTES`, which is not parsed at all."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _parse(raw: bytes) -> bs.BotMessage | _TooLarge:
+    """The stream's request deserializer: a BotMessage, unless it is too large to be worth parsing."""
+    if len(raw) > MAX_MESSAGE_BYTES:
+        return _TooLarge(len(raw))
+    return bs.BotMessage.FromString(raw)
+
+
 def add_to_server(servicer: BotSessionServicer, server: grpc.aio.Server) -> None:
     """Serve ``arena.v1.BotSessionService`` with ``servicer`` (the generated registration, bytes-aware).
 
@@ -69,7 +85,7 @@ def add_to_server(servicer: BotSessionServicer, server: grpc.aio.Server) -> None
     handlers = {
         "Play": grpc.stream_stream_rpc_method_handler(
             servicer.Play,
-            request_deserializer=bs.BotMessage.FromString,
+            request_deserializer=_parse,
             response_serializer=serialize,  # a Turn is written as its bytes (seats.turn_wire)
         )
     }
@@ -241,19 +257,17 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         if msg is grpc.aio.EOF:
             session.mark_closed("the bot closed the stream")
             return None
-        assert isinstance(msg, bs.BotMessage)
-        size = msg.ByteSize()
-        if size > MAX_MESSAGE_BYTES:
-            reason = f"sent a {size}-byte message; the limit is {MAX_MESSAGE_BYTES} bytes"
+        if isinstance(msg, _TooLarge):
+            reason = f"sent a {msg.size}-byte message; the limit is {MAX_MESSAGE_BYTES} bytes"
             session.protocol_violation(reason)
             await session.error(bs.ERROR_CODE_TOO_LARGE, reason, fatal=True)
             session.mark_closed(reason)
             return None
+        assert isinstance(msg, bs.BotMessage)
         return msg
 
     async def _read_loop(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> None:
         pongs = _PongBudget(session)
-        closed = session.closed
         read = context.read
         while True:
             try:
@@ -261,12 +275,12 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             except Exception as exc:
                 await self._read_failed(session, exc)
                 return
-            if type(msg) is not bs.BotMessage or msg.ByteSize() > MAX_MESSAGE_BYTES:
+            if type(msg) is not bs.BotMessage:  # the end of the stream, or too large (see _parse)
                 checked = await self._checked(session, msg)
                 if checked is None:
                     return
                 msg = checked
-            if closed.is_set():
+            if session.is_closed:
                 return  # an evicted session reads nothing more
             kind = msg.WhichOneof("kind")
             if kind == "action":

@@ -388,7 +388,7 @@ class RemoteSession:
 
     def on_action(self, action: bs.Action) -> None:
         """Route an Action to the seated match (or complain)."""
-        if action.turn_id == self.owed_turn:
+        if self.owed_turn and action.turn_id == self.owed_turn:
             self.owed_turn = 0
             self.settled.set()
         seat = self.seat
@@ -467,10 +467,9 @@ class RemoteSeat(Seat):
         self.last_turn_args = (turn, moves)
         msg = server_message_turn(turn, moves)
         self._started = time.perf_counter()
-        lag = self._lag
-        if lag is None or lag.loop is not loop:
-            self._lag = lag = LoopLag.of(loop)
-        lag.acquire()
+        if self._lag is None:  # watched from the first turn to the end of the match (see end)
+            self._lag = LoopLag.of(loop)
+            self._lag.acquire()
         try:
             # Started here when the stream is idle, but owned by the session: an abort (cancelling this task)
             # never cuts it in half; a bot that does not read is disconnected by the write deadline.
@@ -480,7 +479,6 @@ class RemoteSeat(Seat):
             self._future = None
             if self._deadline is not None:
                 self._deadline.cancel()
-            lag.release()
             self._expected = 0
 
     def _written(self) -> None:
@@ -511,7 +509,8 @@ class RemoteSeat(Seat):
             )
 
     def on_action(self, action: bs.Action) -> None:
-        if action.match_id != self.match_id and action.match_id in self.session.past_matches:
+        match_id = action.match_id
+        if match_id != self.match_id and match_id in self.session.past_matches:
             # An answer that crossed the end of the bot's previous match: late, not a violation.
             self.session.send_nowait(
                 bs.ServerMessage(
@@ -526,7 +525,7 @@ class RemoteSeat(Seat):
             )
             return
         future = self._future
-        if action.match_id == self.match_id and action.turn_id == self._expected and future and not future.done():
+        if future is not None and action.turn_id == self._expected and match_id == self.match_id and not future.done():
             # A stall of the server's loop just before this read is not the bot's time.
             started = self._started
             arrived = self._lag.arrival(started, time.perf_counter())  # type: ignore[union-attr]
@@ -578,6 +577,8 @@ class RemoteSeat(Seat):
         finally:
             if self._deadline is not None:
                 self._deadline.close()
+            if self._lag is not None:
+                self._lag.release()
             self.session.past_matches.append(self.match_id)
             if self.session.seat is self:
                 self.session.seat = None
