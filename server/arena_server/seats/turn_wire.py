@@ -35,6 +35,7 @@ _LEGAL: dict[tuple[int, ...], bytes] = {}
 _BUDGETS: dict[tuple[int, timedelta], bytes] = {}
 _RPS_HEADS: dict[tuple[int, int], bytes] = {}
 _LAST_ROUNDS: dict[tuple[int, ...], bytes] = {}
+_CONSTANT: dict[tuple[tuple[int, ...], timedelta, timedelta], bytes] = {}
 
 
 def _field(tag: int, body: bytes) -> bytes:
@@ -91,13 +92,18 @@ def _rps(o: RpsObservation) -> bytes:
         head = (b"\x08" + varint(o.signs) if o.signs else b"") + (b"\x10" + varint(o.rounds) if o.rounds else b"")
         if len(_RPS_HEADS) < _CACHE_LIMIT:
             _RPS_HEADS[key] = head
-    r = o.round
     last = _LAST_ROUNDS.get(o.last_round)
     if last is None:
         last = _packed(0x2A, o.last_round)
         if len(_LAST_ROUNDS) < _CACHE_LIMIT:
             _LAST_ROUNDS[o.last_round] = last
-    body = head + (b"\x18" + varint(r) if r else b"") + _packed(0x22, o.wins) + last
+    wins = o.wins
+    if len(wins) == 2 and 0 <= wins[0] < 0x80 and 0 <= wins[1] < 0x80:  # two players, under 128 wins each
+        packed = bytes((0x22, 2, wins[0], wins[1]))
+    else:
+        packed = _packed(0x22, wins)
+    r = o.round
+    body = head + ((b"\x18" + (SMALL[r] if 0 < r < 0x80 else varint(r))) if r else b"") + packed + last
     n = len(body)
     if n < 0x7E:  # both lengths fit in one byte
         return bytes((0x1A, n + 2, 0x0A, n)) + body
@@ -112,18 +118,30 @@ def _observation(value: object) -> bytes:
     return _field(0x1A, observation_to_proto(value).SerializeToString())
 
 
+def _constant(turn: Turn) -> bytes:
+    """The legal actions and both time budgets: the part of a Turn that rarely changes from move to move."""
+    return _legal(turn.legal_actions) + _budget(0x2A, turn.time_budget) + _budget(0x32, turn.overage_left)
+
+
 def server_message_turn(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
     """The serialized ``ServerMessage`` carrying ``turn`` and the public ``moves`` the seat has not seen."""
     turn_id = turn.turn_id
+    legal = turn.legal_actions
+    key = (legal if type(legal) is tuple else tuple(legal), turn.time_budget, turn.overage_left)
+    constant = _CONSTANT.get(key)
+    if constant is None:
+        constant = _constant(turn)
+        if len(_CONSTANT) < _CACHE_LIMIT:
+            _CONSTANT[key] = constant
+    observation = turn.observation
     body = b"".join(
         (
-            _match_id(turn.match_id),
-            b"\x10" + varint(turn_id) if turn_id else b"",
-            _observation(turn.observation),
-            _legal(turn.legal_actions),
-            _budget(0x2A, turn.time_budget),
-            _budget(0x32, turn.overage_left),
+            _MATCH_IDS.get(turn.match_id) or _match_id(turn.match_id),
+            (b"\x10" + (SMALL[turn_id] if turn_id < 0x80 else varint(turn_id))) if turn_id else b"",
+            _rps(observation) if type(observation) is RpsObservation else _observation(observation),
+            constant,
             turn_moves_bytes(moves) if moves else b"",
         )
     )
-    return b"\x1a" + varint(len(body)) + body
+    n = len(body)
+    return b"\x1a" + (SMALL[n] if n < 0x80 else varint(n)) + body
