@@ -394,6 +394,7 @@ class Client:
                 log.info("arena_client: connected to %s as %s", self.target, self.assigned_name)
                 if self.on_connect is not None:
                     self.on_connect(self.assigned_name)
+                again: Callable[[], bs.BotMessage] | None = None
                 if opponent:
                     count = matches - len(self.results)
                     await call.write(self._challenge_message(opponent, game, params, count, seat, time_control))
@@ -402,9 +403,14 @@ class Client:
                         count = matches - len(self.results)
                         return self._challenge_message(opponent, game, params, count, seat, time_control)
 
-                    await self._serve(call, matches, again)
-                else:
-                    await self._serve(call, matches, None)
+                # Answer the server until ``matches`` results are in (``again`` set: challenging) or forever.
+                writer = _Writer(call)
+                inbox = _Inbox(call, writer)
+                try:
+                    await self._answer(call, inbox, writer, matches, again)
+                    await writer.drain()  # everything written before the session says goodbye
+                finally:
+                    inbox.close()
                 await self._close(call)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in (
@@ -440,16 +446,6 @@ class Client:
         except concurrent.futures.TimeoutError:
             # A slow bot: the stream is still read (pings answered, the match's end heard) until act returns.
             return await inbox.during(asyncio.wrap_future(pending))
-
-    async def _serve(self, call: Any, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
-        """Answer the server until ``matches`` results are in (``again`` set: challenging) or forever."""
-        writer = _Writer(call)
-        inbox = _Inbox(call, writer)
-        try:
-            await self._answer(call, inbox, writer, matches, again)
-            await writer.drain()  # everything written before the session says goodbye
-        finally:
-            inbox.close()
 
     async def _answer(
         self, call: Any, inbox: _Inbox, writer: _Writer, matches: int, again: Callable[[], bs.BotMessage] | None
