@@ -20,7 +20,14 @@ next to it). Two figures per round trip: the mean over the whole match
 machine shared with other work disturbs much less.
 
 Targets: (2) at most 1.3x (1); (3) at least 0.8x the bare round trips per second.
-Run: ``.venv/bin/python bench/bench_remote.py``.
+
+``--pin CPU`` runs (1) and (2) with this process on that CPU only (gRPC's own
+threads included), and in (3) puts each server process on that CPU and the
+clients on another one. This VM otherwise switches between scheduling modes
+(where the kernel puts gRPC's poller thread) that change both round trips by
+up to 1.6x from one run to the next; pinned, a repeat differs by a few percent.
+
+Run: ``.venv/bin/python bench/bench_remote.py [--pin CPU]``.
 """
 
 from __future__ import annotations
@@ -193,7 +200,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def arena_process(extra: list[str]) -> Iterator[tuple[int, int]]:
+def arena_process(extra: list[str], cpu: int | None = None) -> Iterator[tuple[int, int]]:
     """``arena serve`` (no ladder, a scratch database) in its own process; yields its port and pid."""
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,6 +210,7 @@ def arena_process(extra: list[str]) -> Iterator[tuple[int, int]]:
                 *("--host", "127.0.0.1"),
                 *("--no-ladder", "--db", os.path.join(tmp, "bench.db"), *extra),
             ],
+            preexec_fn=pinned(cpu),  # sets the CPU affinity only
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -216,10 +224,11 @@ def arena_process(extra: list[str]) -> Iterator[tuple[int, int]]:
 
 
 @contextlib.contextmanager
-def echo_process() -> Iterator[tuple[int, int]]:
+def echo_process(cpu: int | None = None) -> Iterator[tuple[int, int]]:
     """The bare echo server in its own process; yields its port and pid."""
     server = subprocess.Popen(
         [sys.executable, "-c", ECHO_SERVER],
+        preexec_fn=pinned(cpu),  # sets the CPU affinity only
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -234,6 +243,13 @@ def echo_process() -> Iterator[tuple[int, int]]:
         server.wait(timeout=30)
 
 
+def pinned(cpu: int | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` keeping a server process on ``cpu`` (None when not pinning)."""
+    if cpu is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
 def ratio(values: list[float], bases: list[float]) -> float:
     return statistics.median(v / b for v, b in zip(values, bases, strict=True))
 
@@ -242,7 +258,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=REPEATS)
     parser.add_argument("--serve-args", default="", help="extra `arena serve` arguments for (3), e.g. --uvloop")
+    parser.add_argument(
+        "--pin", type=int, metavar="CPU", help="run on this CPU only (servers of (3) on it, clients off it)"
+    )
     args = parser.parse_args()
+    all_cpus = sorted(os.sched_getaffinity(0))
+    if args.pin is not None:
+        if args.pin not in all_cpus:
+            parser.error(f"--pin {args.pin}: this process may run on CPUs {all_cpus} only")
+        os.sched_setaffinity(0, {args.pin})
+        print(f"== pinned to CPU {args.pin}: (1) and (2) share one core; in (3) the servers run on it")
     runs: dict[str, list[tuple[float, float]]] = {"bare": [], "thread": [], "inline": []}
     for _ in range(args.repeats):  # interleaved, so background load hits all three alike
         runs["bare"].append(asyncio.run(bare_round_trip(ROUNDS)))
@@ -265,11 +290,15 @@ def main() -> None:
 
     arena_rates, bare_rates, arena_cpu, bare_cpu = [], [], [], []
     extra = args.serve_args.split()
+    server_cpu = args.pin
+    if args.pin is not None:
+        others = [c for c in all_cpus if c != args.pin] or [args.pin]
+        os.sched_setaffinity(0, set(others))  # the clients of (3), off the servers' CPU
     for _ in range(max(args.repeats // 2, 1)):
-        rate, cpu = loaded(lambda port: bare_throughput(port, MATCHES, LOAD_ROUNDS), echo_process())
+        rate, cpu = loaded(lambda port: bare_throughput(port, MATCHES, LOAD_ROUNDS), echo_process(server_cpu))
         bare_rates.append(rate)
         bare_cpu.append(cpu)
-        rate, cpu = loaded(lambda port: arena_throughput(port, MATCHES, LOAD_ROUNDS), arena_process(extra))
+        rate, cpu = loaded(lambda port: arena_throughput(port, MATCHES, LOAD_ROUNDS), arena_process(extra, server_cpu))
         arena_rates.append(rate)
         arena_cpu.append(cpu)
     print(

@@ -17,6 +17,7 @@ from typing import Any
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import Bot, Termination, Turn
 from arena_client.remote import Client
+from arena_server.seats.remote import Outgoing, as_message
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
@@ -58,7 +59,8 @@ async def test_aborting_a_match_while_its_turn_write_is_in_flight(live_server: L
     caught: list[str] = []
     turns: list[int] = []
 
-    async def held_write(msg: bs.ServerMessage) -> Any:
+    async def held_write(out: Outgoing) -> Any:
+        msg = as_message(out)
         if msg.WhichOneof("kind") == "turn":
             turns.append(msg.turn.turn_id)
         if msg.WhichOneof("kind") == "turn" and len(turns) == ABORTED_AT and not caught:
@@ -69,10 +71,10 @@ async def test_aborting_a_match_while_its_turn_write_is_in_flight(live_server: L
             running.control.abort("aborted by the test while a Turn write was in flight")
             await asyncio.sleep(HELD)
             assert session._in_flight is not None and session.backlog >= 1
-        return await real_write(msg)
+        return await real_write(out)
 
-    def write(msg: bs.ServerMessage) -> Coroutine[Any, Any, Any]:
-        return held_write(msg)
+    def write(out: Outgoing) -> Coroutine[Any, Any, Any]:
+        return held_write(out)
 
     session._write = write
     await raw.challenge("random", rounds=50)
@@ -107,14 +109,14 @@ async def test_a_write_that_fails_mid_flight_closes_only_its_session(live_server
     session = hub.sessions["failing-writer"]
     real_write = session._write
 
-    async def failing_write(msg: bs.ServerMessage) -> Any:
-        if msg.WhichOneof("kind") == "turn":
+    async def failing_write(out: Outgoing) -> Any:
+        if as_message(out).WhichOneof("kind") == "turn":
             await asyncio.sleep(0.05)
             raise RuntimeError("the transport broke")
-        return await real_write(msg)
+        return await real_write(out)
 
-    def write(msg: bs.ServerMessage) -> Coroutine[Any, Any, Any]:
-        return failing_write(msg)
+    def write(out: Outgoing) -> Coroutine[Any, Any, Any]:
+        return failing_write(out)
 
     session._write = write
     await raw.challenge("random", rounds=50)

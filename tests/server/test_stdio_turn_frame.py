@@ -7,10 +7,11 @@ inside a Turn has a map field, and the frames must be byte for byte the ones
 gcc and plays a real match through the referee, so the benchmark's like-for-like
 row measures a bot that really speaks the protocol.
 
-In the proto framing the seat does not build the message at all: it writes the
-frame with :func:`turn_frame`, from wire fragments. The hypothesis tests below
-check that those bytes are protobuf's for every game, turn id, budget, legal
-action list and list of public moves, and for any RPS observation at all.
+In the proto framing the seat does not build the message at all: it writes
+``delimited(server_message_turn(...))``, the Turn's bytes from wire fragments
+with a length prefix. The hypothesis tests below check that those frames are
+protobuf's for every game, turn id, budget, legal action list and list of
+public moves, and for any RPS observation at all.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from arena_client import PublicMove, Termination, Turn
 from arena_client.convert import turn_to_proto
 from arena_games import load_game
 from arena_games.rps import RpsObservation
-from arena_server.seats.framing import FrameParser, Framing, encode, encode_turn, parse_payload
+from arena_server.seats.framing import FrameParser, Framing, delimited, encode, encode_turn, parse_payload
 from arena_server.seats.process import BotProgram
-from arena_server.seats.turn_wire import turn_frame
+from arena_server.seats.turn_wire import server_message_turn
 from tests.server._stdio_helpers import TEST_LIMITS, play_against_random
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +103,11 @@ def test_a_turn_frame_is_the_bytes_encode_writes(
 INT32 = st.integers(-(2**31), 2**31 - 1)
 MOVES = st.lists(st.builds(PublicMove, st.integers(-1, 3), INT32, st.text(max_size=40)), max_size=12)
 BUDGETS = st.timedeltas(min_value=timedelta(seconds=-5), max_value=timedelta(days=3))
+
+
+def turn_frame(turn: Turn, moves: list[PublicMove]) -> bytes:
+    """The frame the seat writes for a Turn in the proto framing."""
+    return delimited(server_message_turn(turn, moves))
 
 
 def _protobuf_frame(turn: Turn, moves: list[PublicMove]) -> bytes:

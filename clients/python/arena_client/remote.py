@@ -41,7 +41,6 @@ from typing import Any
 import grpc
 
 from arena.v1 import bot_session_pb2 as bs
-from arena.v1 import bot_session_pb2_grpc as bs_grpc
 from arena_client.bot import Bot, Resign
 from arena_client.convert import (
     match_info_from_proto,
@@ -53,11 +52,13 @@ from arena_client.convert import (
     update_from_proto,
 )
 from arena_client.types import MatchResult, Termination, TimeControl, Turn, Update
+from arena_client.wire import action_message, serialize
 from arena_games import ParamValue
 
 log = logging.getLogger("arena_client")
 
 PROTOCOL_VERSION = "arena.v1"
+PLAY_METHOD = "/arena.v1.BotSessionService/Play"
 CLIENT = "arena_client/0.1"
 QUICK_ACT_SECONDS = 0.001
 """How long the client waits synchronously for ``act`` before yielding to the event loop."""
@@ -370,8 +371,10 @@ class Client:
         connect_timeout: float,
     ) -> None:
         async with grpc.aio.insecure_channel(self.target) as channel:
-            stub = bs_grpc.BotSessionServiceStub(channel)
-            call = stub.Play()
+            # The generated stub's Play, except that an Action may be sent as its bytes (wire.action_message).
+            call = channel.stream_stream(
+                PLAY_METHOD, request_serializer=serialize, response_deserializer=bs.ServerMessage.FromString
+            )()
             try:
                 try:
                     welcome = await asyncio.wait_for(self._handshake(call), connect_timeout)
@@ -391,6 +394,7 @@ class Client:
                 log.info("arena_client: connected to %s as %s", self.target, self.assigned_name)
                 if self.on_connect is not None:
                     self.on_connect(self.assigned_name)
+                again: Callable[[], bs.BotMessage] | None = None
                 if opponent:
                     count = matches - len(self.results)
                     await call.write(self._challenge_message(opponent, game, params, count, seat, time_control))
@@ -399,9 +403,14 @@ class Client:
                         count = matches - len(self.results)
                         return self._challenge_message(opponent, game, params, count, seat, time_control)
 
-                    await self._serve(call, matches, again)
-                else:
-                    await self._serve(call, matches, None)
+                # Answer the server until ``matches`` results are in (``again`` set: challenging) or forever.
+                writer = _Writer(call)
+                inbox = _Inbox(call, writer)
+                try:
+                    await self._answer(call, inbox, writer, matches, again)
+                    await writer.drain()  # everything written before the session says goodbye
+                finally:
+                    inbox.close()
                 await self._close(call)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in (
@@ -438,43 +447,40 @@ class Client:
             # A slow bot: the stream is still read (pings answered, the match's end heard) until act returns.
             return await inbox.during(asyncio.wrap_future(pending))
 
-    async def _serve(self, call: Any, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
-        """Answer the server until ``matches`` results are in (``again`` set: challenging) or forever."""
-        inbox = _Inbox(call)
-        try:
-            await self._answer(call, inbox, matches, again)
-        finally:
-            inbox.close()
-
-    async def _answer(self, call: Any, inbox: _Inbox, matches: int, again: Callable[[], bs.BotMessage] | None) -> None:
+    async def _answer(
+        self, call: Any, inbox: _Inbox, writer: _Writer, matches: int, again: Callable[[], bs.BotMessage] | None
+    ) -> None:
         bot = self.bot
         seat = 0
+        wants_updates = bot.wants_updates()
+        inline = self._worker is None
+        backlog = inbox.backlog
+        read = call.read
         while True:
-            msg = await inbox.next()
+            msg = await read() if inline else await inbox.next()  # (inline, nothing is read during act)
             if msg is grpc.aio.EOF:
                 raise _Retry("the server closed the stream")
+            if writer.error is not None:
+                raise writer.error  # a write failed: the stream is broken (handled as a failed read would be)
             kind = msg.WhichOneof("kind")
             if kind == "turn":
-                turn = turn_from_proto(msg.turn, seat)
-                if msg.turn.moves and bot.wants_updates():
-                    bot.on_update(Update(turn.match_id, moves_from_proto(msg.turn.moves), turn.observation))
+                proto_turn = msg.turn
+                turn = turn_from_proto(proto_turn, seat)
+                if wants_updates and proto_turn.moves:
+                    bot.on_update(Update(turn.match_id, moves_from_proto(proto_turn.moves), turn.observation))
                 try:
-                    action = await self._act(turn, inbox)
+                    action = bot.act(turn) if inline else await self._act(turn, inbox)
                 except Resign as exc:
-                    await call.write(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=str(exc))))
+                    writer.send(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=str(exc))))
                     continue
                 except Exception as exc:
                     log.error("arena_client: act raised:\n%s", traceback.format_exc())
-                    await call.write(
-                        bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}"))
-                    )
+                    writer.send(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}")))
                     continue
-                if inbox.ended(turn.match_id):
+                if backlog and inbox.ended(turn.match_id):
                     # The match ended (aborted, timed out) while act was thinking: the answer is moot.
                     continue
-                await call.write(
-                    bs.BotMessage(action=bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=int(action)))
-                )
+                writer.send(action_message(turn.match_id, turn.turn_id, int(action)))
             elif kind == "update":
                 bot.on_update(update_from_proto(msg.update))
             elif kind == "match_started":
@@ -490,7 +496,7 @@ class Client:
                 if again is not None and len(self.results) >= matches:
                     return
             elif kind == "ping":
-                await call.write(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
+                writer.send(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
             elif kind == "error":
                 if msg.error.fatal:
                     raise ArenaError(msg.error.message)
@@ -508,7 +514,7 @@ class Client:
                         len(self.aborted),
                         matches - len(self.results),
                     )
-                    await call.write(again())
+                    writer.send(again())
 
     def _record(self, result: MatchResult) -> None:
         if result.termination == Termination.ABORTED:
@@ -525,6 +531,81 @@ class Client:
         log.info("arena_client: match %s ended: %s (%s)", result.match_id, result.returns, result.reason)
 
 
+class _Writer:
+    """The writes of one Play stream, in order, none of them awaited by the session.
+
+    A write starts at once when the stream is idle (its first step hands the
+    message to gRPC core) and is finished from the completion callback of the
+    future it yields, so sending an Action costs the session no wake-up of its
+    own: it goes straight on to read the next Turn. Messages sent while a
+    write is in flight wait their turn. A failed write is kept in
+    :attr:`error` (raised by :meth:`drain` and noticed by the session after its
+    next read); the stream is broken then, and the read says so as well.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._queue: collections.deque[bs.BotMessage | bytes] = collections.deque()
+        self._in_flight: Any = None
+        """The write coroutine in progress (stepped by hand), or None."""
+        self._waiters: list[asyncio.Future[None]] = []
+        self.error: BaseException | None = None
+
+    def send(self, msg: bs.BotMessage | bytes) -> None:
+        """Write ``msg`` after everything sent before it; never waits."""
+        if self.error is not None:
+            return  # the stream is broken; the session hears it from its next read or drain
+        if self._in_flight is None and not self._queue:
+            self._step(self._call.write(msg))
+        else:
+            self._queue.append(msg)
+
+    async def drain(self) -> None:
+        """Wait until every message sent so far is written; raise the error of a failed write."""
+        while self._in_flight is not None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+        if self.error is not None:
+            raise self.error
+
+    def _step(self, coro: Any, value: Any = None) -> None:
+        while True:
+            try:
+                waiter = coro.send(value)
+            except StopIteration:
+                if not self._queue or self.error is not None:
+                    self._done()
+                    return
+                coro, value = self._call.write(self._queue.popleft()), None
+                continue
+            except BaseException as exc:  # kept for the session, which raises it
+                self.error = exc
+                self._done()
+                return
+            self._in_flight = coro
+            if waiter is None:  # a bare yield: step again on the next loop iteration
+                asyncio.get_running_loop().call_soon(self._resume, None)
+            else:
+                waiter._asyncio_future_blocking = False
+                waiter.add_done_callback(self._resume)
+            return
+
+    def _resume(self, _done: object) -> None:
+        coro = self._in_flight
+        if coro is not None:
+            self._step(coro)
+
+    def _done(self) -> None:
+        self._in_flight = None
+        if self.error is not None:
+            self._queue.clear()
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
 class _Inbox:
     """The messages of a Play stream, read on while ``act`` runs in the worker thread.
 
@@ -534,15 +615,17 @@ class _Inbox:
     otherwise take for an answer in the bot's next match).
     """
 
-    def __init__(self, call: Any) -> None:
+    def __init__(self, call: Any, writer: _Writer) -> None:
         self._call = call
-        self._backlog: collections.deque[Any] = collections.deque()
+        self._writer = writer
+        self.backlog: collections.deque[Any] = collections.deque()
+        """Messages read while ``act`` was thinking, oldest first."""
         self._reading: asyncio.Future[Any] | None = None
 
     async def next(self) -> Any:
         """The next message (grpc.aio.EOF at the end of the stream)."""
-        if self._backlog:
-            return self._backlog.popleft()
+        if self.backlog:
+            return self.backlog.popleft()
         if self._reading is None:
             return await self._call.read()
         reading, self._reading = self._reading, None
@@ -562,16 +645,16 @@ class _Inbox:
                 if msg is grpc.aio.EOF:
                     raise _Retry("the server closed the stream")
                 if msg.WhichOneof("kind") == "ping":
-                    await self._call.write(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
+                    self._writer.send(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
                 else:
-                    self._backlog.append(msg)
+                    self.backlog.append(msg)
             return thinking.result()
         finally:
             thinking.cancel()  # no-op when done; on an error or Ctrl-C the session stops waiting for act
 
     def ended(self, match_id: str) -> bool:
         """Whether a MatchEnded for ``match_id`` is among the kept messages."""
-        return any(m.WhichOneof("kind") == "match_ended" and m.match_ended.match_id == match_id for m in self._backlog)
+        return any(m.WhichOneof("kind") == "match_ended" and m.match_ended.match_id == match_id for m in self.backlog)
 
     def close(self) -> None:
         if self._reading is not None:

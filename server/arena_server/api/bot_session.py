@@ -22,6 +22,7 @@ from arena_client.convert import (
     params_from_proto,
     time_control_from_proto,
 )
+from arena_client.wire import serialize
 from arena_games import registered_games
 from arena_server import __version__
 from arena_server.api.authority import (
@@ -53,6 +54,43 @@ _HUB_CODES = {
     "bad_params": bs.ERROR_CODE_BAD_PARAMS,
     "forbidden": bs.ERROR_CODE_UNAUTHENTICATED,
 }
+
+
+SERVICE = "arena.v1.BotSessionService"
+
+
+class _TooLarge:
+    """Stands for a bot message over :data:`MAX_MESSAGE_BYTES`, which is not parsed at all."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _parse(raw: bytes) -> bs.BotMessage | _TooLarge:
+    """The stream's request deserializer: a BotMessage, unless it is too large to be worth parsing."""
+    if len(raw) > MAX_MESSAGE_BYTES:
+        return _TooLarge(len(raw))
+    return bs.BotMessage.FromString(raw)
+
+
+def add_to_server(servicer: BotSessionServicer, server: grpc.aio.Server) -> None:
+    """Serve ``arena.v1.BotSessionService`` with ``servicer`` (the generated registration, bytes-aware).
+
+    The same handler as ``add_BotSessionServiceServicer_to_server``, except that
+    a message already serialized (the Turns, see :mod:`arena_server.seats.turn_wire`)
+    is written as it is.
+    """
+    handlers = {
+        "Play": grpc.stream_stream_rpc_method_handler(
+            servicer.Play,
+            request_deserializer=_parse,
+            response_serializer=serialize,  # a Turn is written as its bytes (seats.turn_wire)
+        )
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)  # type: ignore[attr-defined]
 
 
 class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
@@ -199,33 +237,50 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         """One message from the bot, or None when the stream ended (the session is then closed)."""
         try:
             msg = await context.read()
-        except grpc.aio.AioRpcError as exc:
+        except Exception as exc:
+            await self._read_failed(session, exc)
+            return None
+        return await self._checked(session, msg)
+
+    async def _read_failed(self, session: RemoteSession, exc: Exception) -> None:
+        """A read raised: the stream broke, or the bot sent bytes that do not decode. Closes the session."""
+        if isinstance(exc, grpc.aio.AioRpcError):
             session.mark_closed(f"the stream failed: {exc.details()}")
-            return None
-        except Exception as exc:  # undecodable bytes surface here
-            reason = f"sent a message that is not a valid arena.v1.BotMessage ({type(exc).__name__})"
-            session.protocol_violation(reason)
-            await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
-            session.mark_closed(reason)
-            return None
+            return
+        reason = f"sent a message that is not a valid arena.v1.BotMessage ({type(exc).__name__})"
+        session.protocol_violation(reason)
+        await session.error(bs.ERROR_CODE_BAD_MESSAGE, reason, fatal=True)
+        session.mark_closed(reason)
+
+    async def _checked(self, session: RemoteSession, msg: object) -> bs.BotMessage | None:
+        """``msg`` if it is a message within the size limit; else None, with the session closed."""
         if msg is grpc.aio.EOF:
             session.mark_closed("the bot closed the stream")
             return None
-        assert isinstance(msg, bs.BotMessage)
-        size = msg.ByteSize()
-        if size > MAX_MESSAGE_BYTES:
-            reason = f"sent a {size}-byte message; the limit is {MAX_MESSAGE_BYTES} bytes"
+        if isinstance(msg, _TooLarge):
+            reason = f"sent a {msg.size}-byte message; the limit is {MAX_MESSAGE_BYTES} bytes"
             session.protocol_violation(reason)
             await session.error(bs.ERROR_CODE_TOO_LARGE, reason, fatal=True)
             session.mark_closed(reason)
             return None
+        assert isinstance(msg, bs.BotMessage)
         return msg
 
     async def _read_loop(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> None:
         pongs = _PongBudget(session)
+        read = context.read
         while True:
-            msg = await self._read(context, session)
-            if msg is None or session.closed.is_set():
+            try:
+                msg = await read()
+            except Exception as exc:
+                await self._read_failed(session, exc)
+                return
+            if type(msg) is not bs.BotMessage:  # the end of the stream, or too large (see _parse)
+                checked = await self._checked(session, msg)
+                if checked is None:
+                    return
+                msg = checked
+            if session.is_closed:
                 return  # an evicted session reads nothing more
             kind = msg.WhichOneof("kind")
             if kind == "action":

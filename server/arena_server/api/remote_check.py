@@ -23,11 +23,11 @@ from typing import Any
 import grpc
 
 from arena.v1 import bot_session_pb2 as bs
-from arena.v1 import bot_session_pb2_grpc as bs_grpc
 from arena.v1 import games_pb2_grpc as gp_grpc
 from arena_bots import hosted_bots
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_server.api.bot_session import BotSessionServicer
+from arena_server.api.bot_session import add_to_server as add_bot_session_service
 from arena_server.api.games import GameServicer
 from arena_server.api.server import bind_port
 from arena_server.bots.conformance import (
@@ -42,7 +42,7 @@ from arena_server.bots.conformance import (
 )
 from arena_server.matches.hub import Hub
 from arena_server.referee.seat import Seat
-from arena_server.seats.remote import RemoteSeat, RemoteSession
+from arena_server.seats.remote import Outgoing, RemoteSeat, RemoteSession, as_message
 
 
 class Conversation:
@@ -63,15 +63,16 @@ class _RecordingContext:
         self._context = context
         self._conversation = conversation
 
-    async def write(self, message: bs.ServerMessage) -> None:
+    async def write(self, out: Outgoing) -> None:
         conversation = self._conversation
+        message = as_message(out)
         conversation.last_sent = message
         kind = message.WhichOneof("kind")
         if kind == "turn":
             conversation.last_turn = message
         elif kind == "error":
             conversation.last_error = message.error
-        await self._context.write(message)
+        await self._context.write(out)
 
     async def read(self) -> Any:
         message = await self._context.read()
@@ -217,7 +218,7 @@ async def check_remote_bot(
     hub = Hub(None, {"random": hosted_bots()["random"]})
     servicer = _CheckServicer(hub)
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    bs_grpc.add_BotSessionServiceServicer_to_server(servicer, server)
+    add_bot_session_service(servicer, server)
     gp_grpc.add_GameServiceServicer_to_server(GameServicer(), server)
     bound = bind_port(server, host, port)
     target = f"remote bot at {host}:{bound}"

@@ -14,13 +14,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from arena.v1 import bot_session_pb2 as bs
-from arena.v1 import bot_session_pb2_grpc as bs_grpc
 from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena.v1 import games_pb2 as gp
 from arena.v1 import games_pb2_grpc as gp_grpc
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_server.api.bot_session import BotSessionServicer
+from arena_server.api.bot_session import add_to_server as add_bot_session_service
 from arena_server.api.bots import SERVICE_NAME as BOT_SERVICE_NAME
 from arena_server.api.bots import BotServicer
 from arena_server.api.games import GameServicer
@@ -55,7 +55,7 @@ async def build_server(
             ("grpc.so_reuseport", int(reuse_port)),
         ]
     )
-    bs_grpc.add_BotSessionServiceServicer_to_server(BotSessionServicer(hub), server)
+    add_bot_session_service(BotSessionServicer(hub), server)
     gp_grpc.add_GameServiceServicer_to_server(GameServicer(), server)
     mp_grpc.add_MatchServiceServicer_to_server(MatchServicer(hub), server)
     bp_grpc.add_BotServiceServicer_to_server(BotServicer(hub), server)  # issue 4: bot_service.py

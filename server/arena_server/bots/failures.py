@@ -19,9 +19,9 @@ import aiosqlite
 from google.protobuf.message import Message
 
 from arena.v1 import bot_session_pb2 as bs
-from arena_client import PublicMove, Termination, Turn
+from arena_client import Termination
 from arena_client.convert import turn_to_proto
-from arena_server.referee.records import Answer, MatchRecord
+from arena_server.referee.records import MatchRecord
 from arena_server.referee.seat import Seat
 from arena_server.seats.framing import json_text
 from arena_server.seats.remote import RemoteSeat
@@ -41,18 +41,6 @@ AUTHOR_FAULTS = frozenset(
 STDERR_TAIL_BYTES = 4000
 
 Hook = Callable[[aiosqlite.Connection], Awaitable[None]]
-
-
-class TurnRecordingRemoteSeat(RemoteSeat):
-    """A remote seat that remembers the last Turn it sent, for failure reports."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.last_turn_args: tuple[Turn, Sequence[PublicMove]] | None = None
-
-    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
-        self.last_turn_args = (turn, moves)
-        return await super().ask(turn, moves, timeout)
 
 
 @dataclass
@@ -85,7 +73,7 @@ def _offender_details(seat: Seat) -> tuple[int, str, str, str]:
         received = seat.last_turn or seat.last_sent
         turn_id = seat.last_turn.turn.turn_id if seat.last_turn is not None else 0
         return turn_id, message_json(received), message_json(seat.last_received), seat.stderr_tail(STDERR_TAIL_BYTES)
-    if isinstance(seat, TurnRecordingRemoteSeat) and seat.last_turn_args is not None:
+    if isinstance(seat, RemoteSeat) and seat.last_turn_args is not None:
         turn, moves = seat.last_turn_args
         return turn.turn_id, message_json(bs.ServerMessage(turn=turn_to_proto(turn, moves))), "", ""
     return 0, "", "", ""

@@ -34,7 +34,7 @@ from typing import Any
 from arena_bots import HostedBot
 from arena_client import PublicMove, SeatInfo, TimeControl
 from arena_games import CHANCE, Game, GameError, State, load_game
-from arena_server.bots.failures import TurnRecordingRemoteSeat, chain_hooks, seat_outcomes
+from arena_server.bots.failures import chain_hooks, seat_outcomes
 from arena_server.bots.registry import BotRegistry, default_data_dir, name_key, reserved_names
 from arena_server.matches.terminal import RepeatedLines
 from arena_server.referee.loop import play_match
@@ -42,7 +42,7 @@ from arena_server.referee.records import COMMIT_FAILED, MatchControl, MatchRecor
 from arena_server.referee.seat import Seat
 from arena_server.referee.seeds import bot_seed, new_seed, seed_hash
 from arena_server.seats.in_process import InProcessSeat
-from arena_server.seats.remote import RemoteSession
+from arena_server.seats.remote import RemoteSeat, RemoteSession
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store, StoreError
 from arena_server.store.ratings import rating_change
@@ -265,7 +265,7 @@ class Hub:
                     else:
                         await session.busy.acquire()
                     locked.append(session)
-                    seats.append(TurnRecordingRemoteSeat(session, SeatInfo(index, name, 1, "remote")))
+                    seats.append(RemoteSeat(session, SeatInfo(index, name, 1, "remote")))
             if self.stopping:
                 raise HubError("stopping", "the server is shutting down; try again when it is back")
             record = MatchRecord(

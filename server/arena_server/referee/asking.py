@@ -106,46 +106,58 @@ class Asking(RefereeState):
             )
         return None
 
-    async def _ask(self, acting: Sequence[int] | range) -> list[Answer] | None:
-        """Collect one legal answer per acting seat, or finish the match and return None."""
+    async def _ask(self, acting: Sequence[int] | range) -> list[int] | None:
+        """Collect one legal action per acting seat (logged), or finish the match and return None.
+
+        The common shapes stay on a short path: every answer that is on time
+        and legal is logged and returned without going through :meth:`_check`;
+        one asynchronous seat is awaited directly (no task).
+        """
         state = self.state
-        answers: list[Answer | None] = [None] * len(acting)
-        waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] = []
-        sync_turns: list[tuple[int, int, Turn]] = []
-        per_move_td = self.tc.per_move
+        seats = self.seats
+        match_id = self.record.match_id
+        per_move_td = self.per_move_td
+        overage_td = self.overage_td
+        pending = self.pending
         shared_obs = state.observation(None) if self.game.public_observation else None
+        turn_id = self.turn_id
+        answers: list[Answer | None] = []
+        waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] | None = None
         for i, seat_index in enumerate(acting):
-            seat = self.seats[seat_index]
-            self.turn_id += 1
+            seat = seats[seat_index]
+            turn_id += 1
+            observation = shared_obs if shared_obs is not None else state.observation(seat_index)
             turn = Turn(
-                self.record.match_id,
-                self.turn_id,
+                match_id,
+                turn_id,
                 seat_index,
-                shared_obs if shared_obs is not None else state.observation(seat_index),
+                observation,
                 state.legal_actions(seat_index),
                 per_move_td,
-                self.overage_td[seat_index],
+                overage_td[seat_index],
             )
-            moves = self.pending[seat_index]
-            if seat.synchronous:
-                sync_turns.append((i, seat_index, turn))
+            moves = pending[seat_index]
+            if seat.synchronous:  # answers at once (an in-process bot): asked before any coroutine runs
+                answers.append(
+                    seat.act_now(turn, moves, Update(match_id, tuple(moves), observation) if moves else None)
+                )
             else:
+                answers.append(None)
                 timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace
-                waiting.append((i, seat.ask(turn, tuple(moves), timeout)))
+                if waiting is None:
+                    waiting = []
+                waiting.append((i, seat.ask(turn, tuple(moves) if moves else (), timeout)))
+            if moves:
                 moves.clear()
-        for i, seat_index, turn in sync_turns:
-            moves = self.pending[seat_index]
-            update = Update(self.record.match_id, tuple(moves), turn.observation) if moves else None
-            answers[i] = self.seats[seat_index].act_now(turn, moves, update)
-            moves.clear()
-        if waiting:
+        self.turn_id = turn_id
+        if waiting is not None:
             control = self.control
             if control.aborted:
                 for _, coro in waiting:
                     coro.close()
                 await self._abort()
                 return None
-            control.waiter = asyncio.current_task()
+            control.waiter = self.task
             try:
                 if len(waiting) == 1:  # the common case: await it directly, no extra task
                     i, coro = waiting[0]
@@ -155,7 +167,7 @@ class Asking(RefereeState):
             except asyncio.CancelledError:
                 if not control.aborted:
                     raise
-                task = asyncio.current_task()
+                task = self.task
                 if task is not None:
                     task.uncancel()
                 await self._abort()
@@ -165,7 +177,37 @@ class Asking(RefereeState):
                 answers[i] = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
             finally:
                 control.waiter = None
-        return await self._judge(acting, answers)
+        # Judge: an answer that is on time and legal passes inline; anything else goes through _check.
+        per_move = self.per_move
+        grace = self.grace
+        is_legal = state.is_legal
+        actions: list[int] = []
+        failures: list[tuple[int, Termination, str]] | None = None
+        for i, ans in enumerate(answers):
+            if ans is None:
+                continue  # not awaited to the end because another seat failed first
+            action = ans.action
+            if ans.failure is None and ans.elapsed - grace <= per_move and is_legal(acting[i], action):  # type: ignore[arg-type]
+                actions.append(action)  # type: ignore[arg-type]
+                continue
+            failure = self._check(acting[i], ans, per_move, grace)
+            if failure is None:
+                actions.append(action)  # type: ignore[arg-type]
+            else:
+                if failures is None:
+                    failures = []
+                failures.append(failure)
+        if failures is not None:  # the decision is void: none of its answers is logged
+            self.failures = failures
+            await self._finish_failures()
+            return None
+        log = self.record.moves
+        for i, action in enumerate(actions):
+            log.players.append(acting[i])
+            log.actions.append(action)
+            log.elapsed_us.append(min(int(answers[i].elapsed * 1e6), 0xFFFFFFFF))  # type: ignore[union-attr]
+            log.legal.append(1)
+        return actions
 
     async def _gather(
         self, waiting: list[tuple[int, Coroutine[Any, Any, Answer]]], answers: list[Answer | None]
@@ -192,21 +234,6 @@ class Asking(RefereeState):
 
     async def _abort(self) -> None:
         await self._finish(Termination.ABORTED, None, self.control.reason or "the match was aborted")
-        return None
-
-    async def _judge(self, acting: Sequence[int] | range, answers: list[Answer | None]) -> list[Answer] | None:
-        """Charge clocks and check legality; end the match on the first failure."""
-        failures = []
-        for seat_index, ans in zip(acting, answers, strict=True):
-            if ans is None:
-                continue  # not awaited to the end because another seat failed first
-            failure = self._check(seat_index, ans, self.per_move, self.grace)
-            if failure is not None:
-                failures.append(failure)
-        if not failures:
-            return answers  # type: ignore[return-value]
-        self.failures = failures
-        await self._finish_failures()
         return None
 
     async def _finish_failures(self) -> None:

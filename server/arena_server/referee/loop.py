@@ -1,7 +1,7 @@
 """The referee: runs one match between any mix of seats and returns its record.
 
-This module is the match loop itself (:func:`play_match`, ``_Referee.run`` and
-``_loop``, and ``_finish``); asking the seats and charging their clocks is in
+This module is the match loop itself (:func:`play_match`, ``_Referee.start`` and
+``play``, and ``_finish``); asking the seats and charging their clocks is in
 :mod:`arena_server.referee.asking`, telling seats and spectators what became
 public in :mod:`arena_server.referee.publishing`, the fair-clock lag watcher in
 :mod:`arena_server.referee.clock`, seeds in :mod:`arena_server.referee.seeds`.
@@ -100,7 +100,8 @@ async def play_match(
             rated=rated,
         )
     referee = _Referee(game, seats, record.time_control, record, control or MatchControl(), listeners, on_end)
-    await referee.run()
+    if await referee.start():
+        await referee.play()  # awaited from here: one coroutine frame less to resume every move
     return record
 
 
@@ -133,6 +134,8 @@ class _Referee(Asking, Publishing):
         self.pending: list[list[PublicMove]] = [[] for _ in range(n)]
         self.track = [s.wants_updates for s in seats]
         self.turn_id = 0
+        self.task = None
+        self.public_moves = {}
         self.per_move = tc.per_move.total_seconds()
         self.per_move_td = tc.per_move
         self.overage_td = [tc.overage] * n
@@ -143,7 +146,9 @@ class _Referee(Asking, Publishing):
 
     # -- the loop -------------------------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def start(self) -> bool:
+        """Tell every seat the match begins; False if one cannot play (the match is then over)."""
+        self.task = asyncio.current_task()
         record = self.record
         info = tuple(s.info for s in self.seats)
         params = dict(self.game.params)
@@ -164,61 +169,60 @@ class _Referee(Asking, Publishing):
                 failure = Answer(None, 0.0, Termination.CRASH, f"could not start: {exc}")
             if failure is not None and failure.failure is not None:
                 await self._finish(failure.failure, seat_index, f"{self._who(seat_index)} {failure.reason}")
-                return
+                return False
+        return True
+
+    async def play(self) -> None:
+        """Play the match to its end (after :meth:`start`); the move loop is inline, a frame less per move."""
         try:
-            await self._loop()
+            state = self.state
+            log = self.record.moves
+            game = self.game
+            control = self.control
+            decisions = 0
+            while True:
+                decisions += 1
+                if decisions & 255 == 0:
+                    await asyncio.sleep(0)  # in-process matches must not starve the rest of the server
+                if control.aborted:
+                    await self._finish(Termination.ABORTED, None, control.reason or "the match was aborted")
+                    return
+                player = state.current_player()
+                if player == TERMINAL:
+                    await self._finish(Termination.NORMAL, None, "the game ended normally")
+                    return
+                if player == CHANCE:
+                    action = sample_outcome(state.chance_outcomes(), self.rng)
+                    state.apply_action(action)
+                    log.add(CHANCE, action, 0.0)
+                    if game.chance_is_public:
+                        self._publish([PublicMove(CHANCE, action, game.action_to_string(CHANCE, action))])
+                    continue
+                acting = range(game.num_players) if player == SIMULTANEOUS else (player,)
+                if player != SIMULTANEOUS and self.pending_any:  # (in a simultaneous move every seat gets a Turn)
+                    self._flush_updates(acting)
+                if self.all_sync:
+                    actions = self._ask_sync(acting)
+                    if actions is None:
+                        await self._finish_failures()
+                        return
+                else:
+                    asked = await self._ask(acting)  # logged as they were judged
+                    if asked is None:
+                        return
+                    actions = asked
+                if player == SIMULTANEOUS:
+                    state.apply_actions_unchecked(actions)  # legality was checked seat by seat
+                    if self.tracking or self.listeners:
+                        self._publish([self._public_move(s, a) for s, a in enumerate(actions)])
+                else:
+                    action = actions[0]
+                    state.apply_action_unchecked(player, action)
+                    if self.tracking or self.listeners:
+                        self._publish([self._public_move(player, action)])
         except Exception as exc:  # an engine bug must not leave seats hanging
             await self._finish(Termination.ABORTED, None, f"internal error in the referee: {exc!r}")
             raise
-
-    async def _loop(self) -> None:
-        state = self.state
-        log = self.record.moves
-        game = self.game
-        control = self.control
-        decisions = 0
-        while True:
-            decisions += 1
-            if decisions & 255 == 0:
-                await asyncio.sleep(0)  # in-process matches must not starve the rest of the server
-            if control.aborted:
-                await self._finish(Termination.ABORTED, None, control.reason or "the match was aborted")
-                return
-            player = state.current_player()
-            if player == TERMINAL:
-                await self._finish(Termination.NORMAL, None, "the game ended normally")
-                return
-            if player == CHANCE:
-                action = sample_outcome(state.chance_outcomes(), self.rng)
-                state.apply_action(action)
-                log.add(CHANCE, action, 0.0)
-                if game.chance_is_public:
-                    self._publish([PublicMove(CHANCE, action, game.action_to_string(CHANCE, action))])
-                continue
-            acting = range(game.num_players) if player == SIMULTANEOUS else (player,)
-            if self.pending_any:
-                self._flush_updates(acting)
-            if self.all_sync:
-                actions = self._ask_sync(acting)
-                if actions is None:
-                    await self._finish_failures()
-                    return
-            else:
-                answers = await self._ask(acting)
-                if answers is None:
-                    return
-                actions = [a.action for a in answers]  # type: ignore[misc]
-                for seat_index, ans in zip(acting, answers, strict=True):
-                    log.add(seat_index, ans.action, ans.elapsed)  # type: ignore[arg-type]
-            if player == SIMULTANEOUS:
-                state.apply_actions_unchecked(actions)  # legality was checked seat by seat
-                if self.tracking or self.listeners:
-                    self._publish([PublicMove(s, a, game.action_to_string(s, a)) for s, a in enumerate(actions)])
-            else:
-                action = actions[0]
-                state.apply_action_unchecked(player, action)
-                if self.tracking or self.listeners:
-                    self._publish([PublicMove(player, action, game.action_to_string(player, action))])
 
     async def _finish(self, termination: Termination, offender: int | None, reason: str, forfeit: bool = True) -> None:
         record = self.record

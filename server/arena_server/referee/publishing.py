@@ -24,6 +24,14 @@ class Publishing(RefereeState):
     def pending_any(self) -> bool:
         return any(self.pending)
 
+    def _public_move(self, seat: int, action: int) -> PublicMove:
+        """The move as everyone sees it, labelled by the game (labels depend on the game, not the state)."""
+        key = (seat, action)
+        move = self.public_moves.get(key)
+        if move is None:
+            move = self.public_moves[key] = PublicMove(seat, action, self.game.action_to_string(seat, action))
+        return move
+
     def _publish(self, moves: list[PublicMove]) -> None:
         for seat_index, tracked in enumerate(self.track):
             if tracked:

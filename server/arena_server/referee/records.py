@@ -22,7 +22,7 @@ from arena_client.types import (
 from arena_games import Game, State
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Answer:
     """A seat's reply to a turn: an action, or the reason it has none.
 

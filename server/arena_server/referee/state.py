@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from arena_client.types import (
@@ -37,6 +38,10 @@ class RefereeState:
     track: list[bool]
     tracking: bool
     turn_id: int
+    task: asyncio.Task[None] | None
+    """The task running the match (an abort cancels its wait for a remote answer)."""
+    public_moves: dict[tuple[int, int], PublicMove]
+    """The match's :class:`PublicMove` objects by (seat, action), labelled once."""
     failures: list[tuple[int, Termination, str]]
 
     def _who(self, seat_index: int) -> str:

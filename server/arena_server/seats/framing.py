@@ -148,6 +148,12 @@ def encode_turn(message: bs.ServerMessage, framing: Framing) -> bytes:
     return encode(message, framing)
 
 
+def delimited(payload: bytes) -> bytes:
+    """A serialized message as one length-delimited frame (its varint length, then the bytes)."""
+    size = len(payload)
+    return (_ONE_BYTE_VARINTS[size] if size < 0x80 else encode_varint(size)) + payload
+
+
 def encode(message: Message, framing: Framing) -> bytes:
     """One framed message, ready to write.
 

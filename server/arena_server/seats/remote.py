@@ -44,10 +44,11 @@ from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
-from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
+from arena_client.convert import match_info_to_proto, result_to_proto, update_to_proto
 from arena_server.referee.clock import Deadline, LoopLag
 from arena_server.referee.records import Answer
 from arena_server.referee.seat import Seat
+from arena_server.seats.turn_wire import server_message_turn
 
 MAX_MESSAGE_BYTES = 64 * 1024
 """Largest bot message the server accepts (a bot never needs more than a few bytes)."""
@@ -65,6 +66,15 @@ END_NOTICE_TIMEOUT = 5.0
 """Seconds the referee waits for a MatchEnded (e.g. the shutdown notice) to be written to the stream."""
 
 
+Outgoing = bs.ServerMessage | bytes
+"""What a session writes: a ServerMessage, or a serialized one (every Turn, from :mod:`.turn_wire`)."""
+
+
+def as_message(out: Outgoing) -> bs.ServerMessage:
+    """What a session writes, as a message (a Turn written as bytes is parsed back)."""
+    return bs.ServerMessage.FromString(out) if type(out) is bytes else out  # type: ignore[return-value]
+
+
 class SessionClosed(Exception):
     """The session's stream is gone."""
 
@@ -80,7 +90,7 @@ class RemoteSession:
     and its session is closed (its seat fails with ``DISCONNECT``).
 
     Args:
-        write: Coroutine writing one ServerMessage to the stream.
+        write: Coroutine writing one ServerMessage (or its bytes, see :data:`Outgoing`) to the stream.
         peer: Description of the remote end, for logs.
         max_outbox: Messages that may wait to be written (default :data:`MAX_OUTBOX`).
         write_timeout: Seconds one write may take (default :data:`WRITE_TIMEOUT`).
@@ -88,7 +98,7 @@ class RemoteSession:
 
     def __init__(
         self,
-        write: Callable[[bs.ServerMessage], Coroutine[Any, Any, Any]],
+        write: Callable[[Outgoing], Coroutine[Any, Any, Any]],
         peer: str = "",
         max_outbox: int | None = None,
         write_timeout: float | None = None,
@@ -109,14 +119,17 @@ class RemoteSession:
         """Nonce of the last Ping sent (a Pong echoing it answers it)."""
         self.max_outbox = MAX_OUTBOX if max_outbox is None else max_outbox
         self.write_timeout = WRITE_TIMEOUT if write_timeout is None else write_timeout
-        self._outbox: collections.deque[tuple[bs.ServerMessage, Callable[[], None] | None]] = collections.deque()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._outbox: collections.deque[tuple[Outgoing, Callable[[], None] | None]] = collections.deque()
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        """Waiting in :meth:`drained` for the queue to empty."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.is_closed = False
+        """``closed.is_set()``, as a plain attribute for the per-message checks."""
         self._in_flight: Coroutine[Any, Any, Any] | None = None
         """The stream write in progress (stepped by :meth:`_pump` and :meth:`_resume`), or None."""
         self._waiter: asyncio.Future[Any] | None = None
         """The future the write in progress waits on (gRPC core's completion); the watchdog cancels it."""
-        self._in_flight_msg = bs.ServerMessage()
+        self._in_flight_msg: Outgoing = b""
         """The message the write in progress writes (meaningful while ``_in_flight`` is set)."""
         self._pumping = False
         """True while :meth:`_pump` runs: a message queued meanwhile (by an ``on_written``) waits for its loop."""
@@ -143,9 +156,12 @@ class RemoteSession:
 
         Bounded: a message the bot does not read within ``write_timeout`` closes the session.
         """
-        await self._idle.wait()
+        while self._outbox:
+            waiter = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(waiter)
+            await waiter
 
-    def send_nowait(self, msg: bs.ServerMessage, on_written: Callable[[], None] | None = None) -> None:
+    def send_nowait(self, msg: Outgoing, on_written: Callable[[], None] | None = None) -> None:
         """Queue ``msg`` for writing (the same as :meth:`send`, for code that cannot await).
 
         When nothing is queued or being written, the write starts here, in the
@@ -161,7 +177,7 @@ class RemoteSession:
                 is dropped (the session closed): whoever waits for the write
                 goes on either way, as with :meth:`drained`.
         """
-        if self.closed.is_set():
+        if self.is_closed:
             if on_written is not None:
                 on_written()
             return
@@ -174,7 +190,6 @@ class RemoteSession:
                 on_written()
             return
         self._outbox.append((msg, on_written))
-        self._idle.clear()
         if self._in_flight is None and not self._pumping:
             self._pump()
 
@@ -199,7 +214,9 @@ class RemoteSession:
         self._pumping = True
         try:
             outbox = self._outbox
-            loop = asyncio.get_running_loop()
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
             while outbox:
                 msg, _on_written = outbox[0]
                 if self._watchdog is None:
@@ -218,19 +235,19 @@ class RemoteSession:
                     return
                 self._wait_on(msg, waiter)
                 return
-            self._idle.set()
-            if self.closed.is_set() and self._watchdog is not None:
+            self._set_idle()
+            if self.is_closed and self._watchdog is not None:
                 self._watchdog.cancel()
                 self._watchdog = None
         finally:
             self._pumping = False
 
-    def _wait_on(self, msg: bs.ServerMessage, waiter: Any) -> None:
+    def _wait_on(self, msg: Outgoing, waiter: Any) -> None:
         """Resume the write in flight when what it yielded (a future, or None for a bare yield) is done."""
         if waiter is None:
             asyncio.get_running_loop().call_soon(self._resume, None)
             return
-        if not asyncio.isfuture(waiter):
+        if type(waiter) is not asyncio.Future and not asyncio.isfuture(waiter):
             self._write_failed(msg, TypeError(f"the stream's write yielded {waiter!r}, not a future"))
             return
         waiter._asyncio_future_blocking = False
@@ -255,7 +272,7 @@ class RemoteSession:
             return
         self._wait_on(msg, waiter)
 
-    def _written(self, msg: bs.ServerMessage) -> None:
+    def _written(self, msg: Outgoing) -> None:
         """The write in flight completed: drop it from the queue and tell whoever waits for it."""
         self._in_flight = None
         self._writing_since = None
@@ -265,11 +282,11 @@ class RemoteSession:
             if on_written is not None:
                 on_written()
 
-    def _write_failed(self, msg: bs.ServerMessage, exc: BaseException) -> None:
+    def _write_failed(self, msg: Outgoing, exc: BaseException) -> None:
         """The write in flight failed or was cancelled: the bot will not read the rest; close the session."""
         self._in_flight = None
         self._writing_since = None
-        kind = msg.WhichOneof("kind")
+        kind = "turn" if type(msg) is bytes else msg.WhichOneof("kind")  # type: ignore[union-attr]
         if isinstance(exc, asyncio.CancelledError):
             if self._write_timed_out:
                 reason = (
@@ -307,11 +324,19 @@ class RemoteSession:
         self.mark_closed(reason)
         self._drop_outbox()
 
+    def _set_idle(self) -> None:
+        """Nothing is queued: whoever waits in :meth:`drained` goes on."""
+        if self._idle_waiters:
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
     def _drop_outbox(self) -> None:
         """Drop every queued message; their ``on_written`` callbacks run (see :meth:`send_nowait`)."""
         dropped = list(self._outbox)
         self._outbox.clear()
-        self._idle.set()
+        self._set_idle()
         for _msg, on_written in dropped:
             if on_written is not None:
                 on_written()
@@ -352,8 +377,9 @@ class RemoteSession:
     def mark_closed(self, reason: str) -> None:
         """Close the session (messages already queued are still written); the seated match hears of it."""
         self.settled.set()
-        if not self.closed.is_set():
+        if not self.is_closed:
             self.close_reason = reason
+            self.is_closed = True
             self.closed.set()
             if self.seat is not None:
                 self.seat.session_lost(reason)
@@ -362,7 +388,7 @@ class RemoteSession:
 
     def on_action(self, action: bs.Action) -> None:
         """Route an Action to the seated match (or complain)."""
-        if action.turn_id == self.owed_turn:
+        if self.owed_turn and action.turn_id == self.owed_turn:
             self.owed_turn = 0
             self.settled.set()
         seat = self.seat
@@ -402,14 +428,18 @@ class RemoteSeat(Seat):
         super().__init__(info)
         self.session = session
         self.match_id = ""
+        self.last_turn_args: tuple[Turn, Sequence[PublicMove]] | None = None
+        """The last Turn asked and its moves (a failure report shows the Turn the bot got)."""
         self._turn_id = 0
         self._issued: set[int] = set()
         self._expected = 0
         self._future: asyncio.Future[Answer] | None = None
+        self._timeout = 0.0
         self._started = 0.0
         self._failure: Answer | None = None
         self._deadline: Deadline | None = None
         """The turn deadline, re-armed turn after turn (one event-loop timer per deadline length, not per turn)."""
+        self._lag: LoopLag | None = None
 
     async def start(self, match: MatchInfo) -> Answer | None:
         self.match_id = match.match_id
@@ -430,56 +460,57 @@ class RemoteSeat(Seat):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Answer] = loop.create_future()
         self._future = future
+        self._timeout = timeout
         turn_id = turn.turn_id
         self._expected = turn_id
         self._issued.add(turn_id)
-        msg = bs.ServerMessage()
-        turn_to_proto(turn, moves, msg.turn)
+        self.last_turn_args = (turn, moves)
+        msg = server_message_turn(turn, moves)
         self._started = time.perf_counter()
-        session = self.session
-        lag = LoopLag.of(loop)
-        lag.acquire()
-        asking = True
-
-        def written() -> None:
-            # The bot's clock starts when the Turn is written, and counts only while the loop is responsive.
-            if not asking or future.done():
-                return
-            session.owed_turn = turn_id
-            session.settled.clear()
-            self._started = time.perf_counter()
-            expire = lambda: self._expire(future, turn_id, timeout)  # noqa: E731
-            if self._deadline is None:
-                self._deadline = lag.deadline(timeout, expire)
-            else:
-                self._deadline.restart(timeout, expire)
-
+        if self._lag is None:  # watched from the first turn to the end of the match (see end)
+            self._lag = LoopLag.of(loop)
+            self._lag.acquire()
         try:
             # Started here when the stream is idle, but owned by the session: an abort (cancelling this task)
             # never cuts it in half; a bot that does not read is disconnected by the write deadline.
-            session.send_nowait(msg, written)
+            self.session.send_nowait(msg, self._written)
             return await future
         finally:
-            asking = False
+            self._future = None
             if self._deadline is not None:
                 self._deadline.cancel()
-            lag.release()
-            self._future = None
             self._expected = 0
 
-    def _expire(self, future: asyncio.Future[Answer], turn_id: int, timeout: float) -> None:
-        if not future.done():
+    def _written(self) -> None:
+        """The Turn is on the stream: the bot's clock starts, and counts only while the loop is responsive."""
+        future = self._future
+        if future is None or future.done():
+            return  # the turn already ended (the match was aborted, the seat failed)
+        session = self.session
+        session.owed_turn = self._expected
+        session.settled.clear()
+        self._started = time.perf_counter()
+        deadline = self._deadline
+        if deadline is None:
+            self._deadline = self._lag.deadline(self._timeout, self._expire)  # type: ignore[union-attr]
+        else:
+            deadline.restart(self._timeout, self._expire)
+
+    def _expire(self) -> None:
+        future = self._future
+        if future is not None and not future.done():
             future.set_result(
                 Answer(
                     None,
                     time.perf_counter() - self._started,
                     Termination.TIMEOUT,
-                    f"did not answer turn {turn_id} within {timeout:.3f}s",
+                    f"did not answer turn {self._expected} within {self._timeout:.3f}s",
                 )
             )
 
     def on_action(self, action: bs.Action) -> None:
-        if action.match_id != self.match_id and action.match_id in self.session.past_matches:
+        match_id = action.match_id
+        if match_id != self.match_id and match_id in self.session.past_matches:
             # An answer that crossed the end of the bot's previous match: late, not a violation.
             self.session.send_nowait(
                 bs.ServerMessage(
@@ -494,10 +525,10 @@ class RemoteSeat(Seat):
             )
             return
         future = self._future
-        if action.match_id == self.match_id and action.turn_id == self._expected and future and not future.done():
+        if future is not None and action.turn_id == self._expected and match_id == self.match_id and not future.done():
             # A stall of the server's loop just before this read is not the bot's time.
             started = self._started
-            arrived = LoopLag.of().arrival(started, time.perf_counter())
+            arrived = self._lag.arrival(started, time.perf_counter())  # type: ignore[union-attr]
             future.set_result(Answer(action.action, arrived - started))
             return
         if action.match_id == self.match_id and action.turn_id in self._issued:
@@ -546,6 +577,8 @@ class RemoteSeat(Seat):
         finally:
             if self._deadline is not None:
                 self._deadline.close()
+            if self._lag is not None:
+                self._lag.release()
             self.session.past_matches.append(self.match_id)
             if self.session.seat is self:
                 self.session.seat = None

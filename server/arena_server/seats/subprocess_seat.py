@@ -35,6 +35,7 @@ from arena_server.seats.framing import (
     FrameError,
     FrameParser,
     Framing,
+    delimited,
     encode,
     encode_turn,
     parse_payload,
@@ -46,7 +47,7 @@ from arena_server.seats.process import (
     CappedLog,
     describe_exit,
 )
-from arena_server.seats.turn_wire import turn_frame
+from arena_server.seats.turn_wire import server_message_turn
 
 PROTOCOL_VERSION = "arena.v1"
 SERVER_VERSION = "arena/0.1"
@@ -96,7 +97,7 @@ class SubprocessSeat(Seat):
         self._expire_turn = self._expire_pending
         """The deadline's callback, made once (not a closure per move)."""
         self._turn_frames = program.framing is Framing.PROTO
-        """Whether Turns are written from wire fragments (:func:`turn_frame`) rather than from a message."""
+        """Whether Turns are written as bytes (:func:`server_message_turn`) rather than from a message."""
 
     @property
     def last_sent(self) -> bs.ServerMessage | None:
@@ -181,7 +182,7 @@ class SubprocessSeat(Seat):
             pipes = self._process.pipes
             if pipes is not None and pipes.stdin_open:
                 self._turn_sent_last = True
-                if not pipes.write(turn_frame(turn, moves)):
+                if not pipes.write(delimited(server_message_turn(turn, moves))):
                     self._not_reading()
         else:
             self._last_turn_args = None

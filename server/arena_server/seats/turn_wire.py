@@ -1,191 +1,147 @@
-"""Turn frames for stdio bots, put together from wire fragments instead of a protobuf message per move.
+"""A Turn's wire bytes written straight from the referee's :class:`Turn`, without a protobuf message.
 
-A subprocess seat sends one ``ServerMessage{turn}`` every move, in the
-length-delimited protobuf framing. :func:`turn_frame` writes the same bytes as
-``encode_turn`` of the message ``turn_to_proto`` builds, without building it:
+Every move of every match sends one Turn, and filling an ``arena.v1.Turn``
+message field by field costs more than the rest of a remote seat's share of
+the move. :func:`server_message_turn` writes the bytes of
+``ServerMessage{turn: ...}`` directly: the parts that repeat move after move
+(the match id, the legal actions, the time budgets, the public moves) come
+from small caches, and only the turn id and the observation are encoded
+afresh. The RPS observation, the one game played hundreds of rounds per
+match, is encoded by hand; every other observation goes through protobuf.
 
-* a Turn's fields are written in field-number order, and every field that
-  stays the same move after move (the match id, the legal actions, the two
-  time budgets) is a fragment serialised once by protobuf itself and then
-  reused from a small cache;
-* the turn id is one varint;
-* an RPS observation (one message per round of the most played game) is
-  encoded by hand; every other game's observation field is serialised by
-  protobuf, through ``observation_to_proto`` as before;
-* public moves are the memoised per-move fragments that ``turn_to_proto``
-  merges too (repeated fields concatenate on the wire).
-
-``tests/server/test_stdio_turn_frame.py`` checks with hypothesis that the
-bytes equal protobuf's for every game's observations, turn ids, budgets,
-legal actions and moves, so a bot cannot tell which encoder wrote a frame.
+The bytes are exactly what ``turn_to_proto`` and ``SerializeToString`` give
+(fields in field-number order, packed repeated scalars, zero scalars left
+out, the time budgets always present): ``tests/server/test_turn_wire.py``
+checks it for every game, and for random Turns with hypothesis.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
-from arena.v1 import bot_session_pb2 as bs
+from google.protobuf.duration_pb2 import Duration
+
 from arena_client import PublicMove, Turn
 from arena_client.convert import observation_to_proto, set_duration, turn_moves_bytes
+from arena_client.wire import SMALL, varint
 from arena_games.rps import RpsObservation
 
 _CACHE_LIMIT = 4096
-"""Most entries each fragment cache keeps (a match has a handful of distinct values)."""
-
-_ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
-"""The varint of every value below 128, ready made."""
-
-
-def varint(value: int) -> bytes:
-    """Protobuf's base-128 varint of ``value``; a negative int32 is sign-extended to 64 bits (ten bytes)."""
-    if 0 <= value < 0x80:
-        return _ONE_BYTE[value]
-    if value < 0:
-        value &= (1 << 64) - 1
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
+"""Most entries each cache below keeps (a match has a handful of distinct values)."""
 
 _MATCH_IDS: dict[str, bytes] = {}
 _LEGAL: dict[tuple[int, ...], bytes] = {}
-_BUDGETS: dict[timedelta, bytes] = {}
-_OVERAGES: dict[timedelta, bytes] = {}
-_TAILS: dict[tuple[tuple[int, ...], timedelta, timedelta], bytes] = {}
-"""Fields 4 to 6 (legal actions, time budget, overage left) in one piece: they change seldom in a match."""
+_BUDGETS: dict[tuple[int, timedelta], bytes] = {}
+_RPS_HEADS: dict[tuple[int, int], bytes] = {}
+_LAST_ROUNDS: dict[tuple[int, ...], bytes] = {}
+_CONSTANT: dict[tuple[tuple[int, ...], timedelta, timedelta], bytes] = {}
+
+
+def _field(tag: int, body: bytes) -> bytes:
+    """A length-delimited field: its one-byte tag, the length, the body."""
+    return SMALL[tag] + varint(len(body)) + body
+
+
+def _packed(tag: int, values: Sequence[int]) -> bytes:
+    """A packed repeated int32 field (nothing for no values, as protobuf leaves it out)."""
+    if not values:
+        return b""
+    if len(values) < 0x80 and max(values) < 0x80 and min(values) >= 0:  # one byte per value
+        return bytes((tag, len(values), *values))
+    return _field(tag, b"".join([varint(v) for v in values]))
 
 
 def _match_id(match_id: str) -> bytes:
-    fragment = _MATCH_IDS.get(match_id)
-    if fragment is None:
-        fragment = bs.Turn(match_id=match_id).SerializeToString()
+    part = _MATCH_IDS.get(match_id)
+    if part is None:
+        part = _field(0x0A, match_id.encode()) if match_id else b""
         if len(_MATCH_IDS) < _CACHE_LIMIT:
-            _MATCH_IDS[match_id] = fragment
-    return fragment
+            _MATCH_IDS[match_id] = part
+    return part
 
 
 def _legal(actions: Sequence[int]) -> bytes:
-    key = actions if isinstance(actions, tuple) else tuple(actions)
-    fragment = _LEGAL.get(key)
-    if fragment is None:
-        fragment = bs.Turn(legal_actions=key).SerializeToString()
+    key = actions if type(actions) is tuple else tuple(actions)
+    part = _LEGAL.get(key)
+    if part is None:
+        part = _packed(0x22, key)
         if len(_LEGAL) < _CACHE_LIMIT:
-            _LEGAL[key] = fragment
-    return fragment
+            _LEGAL[key] = part
+    return part
 
 
-def _budget(value: timedelta) -> bytes:
-    fragment = _BUDGETS.get(value)
-    if fragment is None:
-        msg = bs.Turn()
-        set_duration(msg.time_budget, value)
-        fragment = msg.SerializeToString()
+def _budget(tag: int, value: timedelta) -> bytes:
+    """A Duration field, always present (``turn_to_proto`` always sets both budgets)."""
+    key = (tag, value)
+    part = _BUDGETS.get(key)
+    if part is None:
+        d = Duration()
+        set_duration(d, value)
+        part = _field(tag, d.SerializeToString())
         if len(_BUDGETS) < _CACHE_LIMIT:
-            _BUDGETS[value] = fragment
-    return fragment
+            _BUDGETS[key] = part
+    return part
 
 
-def _overage(value: timedelta) -> bytes:
-    fragment = _OVERAGES.get(value)
-    if fragment is None:
-        msg = bs.Turn()
-        set_duration(msg.overage_left, value)
-        fragment = msg.SerializeToString()
-        if len(_OVERAGES) < _CACHE_LIMIT:
-            _OVERAGES[value] = fragment
-    return fragment
-
-
-_SMALL = tuple(bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(1 << 14))
-"""The varint of every value below 16384 (one or two bytes), ready made."""
-
-_PACKED: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
-_RPS_HEADS: dict[tuple[int, int], bytes] = {}
-
-
-def _packed(tag: bytes, values: Sequence[int]) -> bytes:
-    """A packed repeated int32 field (nothing when empty, as protobuf writes it), memoised by value."""
-    if not values:
-        return b""
-    key = (tag, values if isinstance(values, tuple) else tuple(values))
-    fragment = _PACKED.get(key)
-    if fragment is None:
-        body = b"".join([varint(v) for v in values])
-        fragment = tag + varint(len(body)) + body
-        if len(_PACKED) < _CACHE_LIMIT:
-            _PACKED[key] = fragment
-    return fragment
-
-
-def _rps(value: RpsObservation) -> bytes:
-    """Turn field 3 (``observation``) holding ``Observation.rps``, as ``observation_to_proto`` fills it."""
-    signs, rounds, done = value.signs, value.rounds, value.round
-    head = _RPS_HEADS.get((signs, rounds))
+def _rps(o: RpsObservation) -> bytes:
+    """``Observation{rps: ...}``, the field of a Turn (tag 3)."""
+    key = (o.signs, o.rounds)
+    head = _RPS_HEADS.get(key)
     if head is None:
-        head = (b"\x08" + varint(signs) if signs else b"") + (b"\x10" + varint(rounds) if rounds else b"")
+        head = (b"\x08" + varint(o.signs) if o.signs else b"") + (b"\x10" + varint(o.rounds) if o.rounds else b"")
         if len(_RPS_HEADS) < _CACHE_LIMIT:
-            _RPS_HEADS[signs, rounds] = head
-    body = b"".join(
-        (
-            head,
-            (b"\x18" + (_SMALL[done] if 0 < done < 0x4000 else varint(done))) if done else b"",
-            _packed(b"\x22", value.wins) if value.wins else b"",
-            _packed(b"\x2a", value.last_round) if value.last_round else b"",
-        )
-    )
-    size = len(body)
-    if size < 0x7E:  # the rps message and the observation around it each take a one-byte length
-        return b"\x1a" + _SMALL[size + 2] + b"\x0a" + _SMALL[size] + body
-    rps = b"\x0a" + varint(size) + body
-    return b"\x1a" + varint(len(rps)) + rps
+            _RPS_HEADS[key] = head
+    last = _LAST_ROUNDS.get(o.last_round)
+    if last is None:
+        last = _packed(0x2A, o.last_round)
+        if len(_LAST_ROUNDS) < _CACHE_LIMIT:
+            _LAST_ROUNDS[o.last_round] = last
+    wins = o.wins
+    if len(wins) == 2 and 0 <= wins[0] < 0x80 and 0 <= wins[1] < 0x80:  # two players, under 128 wins each
+        packed = bytes((0x22, 2, wins[0], wins[1]))
+    else:
+        packed = _packed(0x22, wins)
+    r = o.round
+    body = head + ((b"\x18" + (SMALL[r] if 0 < r < 0x80 else varint(r))) if r else b"") + packed + last
+    n = len(body)
+    if n < 0x7E:  # both lengths fit in one byte
+        return bytes((0x1A, n + 2, 0x0A, n)) + body
+    return _field(0x1A, _field(0x0A, body))
 
 
-def _observation(value: Any) -> bytes:
-    """Turn field 3 for any observation (protobuf's own bytes; by hand for RPS)."""
+def _observation(value: object) -> bytes:
     if value is None:
         return b""
     if type(value) is RpsObservation:
         return _rps(value)
-    msg = bs.Turn()
-    observation_to_proto(value, msg.observation)
-    return msg.SerializeToString()
+    return _field(0x1A, observation_to_proto(value).SerializeToString())
 
 
-def turn_frame(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
-    """The length-delimited frame of ``ServerMessage{turn: turn_to_proto(turn, moves)}``, byte for byte.
+def _constant(turn: Turn) -> bytes:
+    """The legal actions and both time budgets: the part of a Turn that rarely changes from move to move."""
+    return _legal(turn.legal_actions) + _budget(0x2A, turn.time_budget) + _budget(0x32, turn.overage_left)
 
-    Args:
-        turn: The Turn to send.
-        moves: Public moves since the seat's last message (merged into the Turn).
 
-    Returns:
-        The varint length prefix and the serialised ServerMessage, ready to write to a bot's stdin.
-    """
+def server_message_turn(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
+    """The serialized ``ServerMessage`` carrying ``turn`` and the public ``moves`` the seat has not seen."""
     turn_id = turn.turn_id
-    observation = turn.observation
     legal = turn.legal_actions
-    budgets = (legal if type(legal) is tuple else tuple(legal), turn.time_budget, turn.overage_left)
-    tail = _TAILS.get(budgets)
-    if tail is None:
-        tail = _legal(budgets[0]) + _budget(budgets[1]) + _overage(budgets[2])
-        if len(_TAILS) < _CACHE_LIMIT:
-            _TAILS[budgets] = tail
+    key = (legal if type(legal) is tuple else tuple(legal), turn.time_budget, turn.overage_left)
+    constant = _CONSTANT.get(key)
+    if constant is None:
+        constant = _constant(turn)
+        if len(_CONSTANT) < _CACHE_LIMIT:
+            _CONSTANT[key] = constant
+    observation = turn.observation
     body = b"".join(
         (
-            _match_id(turn.match_id),
-            (b"\x10" + (_SMALL[turn_id] if turn_id < 0x4000 else varint(turn_id))) if turn_id else b"",
+            _MATCH_IDS.get(turn.match_id) or _match_id(turn.match_id),
+            (b"\x10" + (SMALL[turn_id] if turn_id < 0x80 else varint(turn_id))) if turn_id else b"",
             _rps(observation) if type(observation) is RpsObservation else _observation(observation),
-            tail,
+            constant,
             turn_moves_bytes(moves) if moves else b"",
         )
     )
-    size = len(body)
-    if size < 0x7E:  # the ServerMessage and its Turn each take a one-byte length
-        return _SMALL[size + 2] + b"\x1a" + _SMALL[size] + body
-    message = b"\x1a" + varint(size) + body
-    return varint(len(message)) + message
+    n = len(body)
+    return b"\x1a" + (SMALL[n] if n < 0x80 else varint(n)) + body

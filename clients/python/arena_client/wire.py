@@ -1,0 +1,58 @@
+"""Protobuf wire bytes for the two messages of every move, written without building a message.
+
+A remote move is one Turn out and one Action back. Building and serializing
+a protobuf message field by field costs more than the rest of a move's work
+on either side, so the server writes each Turn (``arena_server.seats.turn_wire``)
+and the SDK writes each Action (:func:`action_message`) as bytes directly.
+The bytes are exactly protobuf's (fields in field-number order, zero
+scalars left out); ``tests/client/test_wire.py`` and
+``tests/server/test_turn_wire.py`` compare them with ``SerializeToString``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SMALL = [bytes((n,)) for n in range(0x80)]
+"""The one-byte varints, by value."""
+
+_CACHE_LIMIT = 4096
+_ACTION_PREFIX: dict[str, bytes] = {}
+
+
+def varint(n: int) -> bytes:
+    """``n`` as a protobuf varint (a negative int32/int64 takes ten bytes, as protobuf writes it)."""
+    if 0 <= n < 0x80:
+        return SMALL[n]
+    if 0 < n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    if n < 0:
+        n += 1 << 64
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def action_message(match_id: str, turn_id: int, action: int) -> bytes:
+    """The serialized ``BotMessage{action: {match_id, turn_id, action}}``."""
+    prefix = _ACTION_PREFIX.get(match_id)
+    if prefix is None:
+        raw = match_id.encode()
+        prefix = b"\x0a" + varint(len(raw)) + raw if raw else b""
+        if len(_ACTION_PREFIX) < _CACHE_LIMIT:
+            _ACTION_PREFIX[match_id] = prefix
+    body = (
+        prefix
+        + ((b"\x10" + (SMALL[turn_id] if turn_id < 0x80 else varint(turn_id))) if turn_id else b"")
+        + ((b"\x18" + (SMALL[action] if 0 < action < 0x80 else varint(action))) if action else b"")
+    )
+    n = len(body)
+    return b"\x12" + (SMALL[n] if n < 0x80 else varint(n)) + body
+
+
+def serialize(message: Any) -> bytes:
+    """A message's bytes; bytes (from :func:`action_message`) as they are. The stream's request serializer."""
+    return message if type(message) is bytes else message.SerializeToString()
