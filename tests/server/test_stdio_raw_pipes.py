@@ -23,6 +23,7 @@ import pytest
 
 from arena_client import MatchInfo, PublicMove, SeatInfo, Termination, TimeControl, Turn, Update
 from arena_games import load_game
+from arena_server.referee.clock import LoopLag
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import STDIN_BACKLOG_LIMIT, BotProgram
 from arena_server.seats.sandbox import Limits
@@ -113,6 +114,7 @@ async def test_a_stdio_move_goes_through_no_transport_no_task_and_no_timer() -> 
     )
     seat = SubprocessSeat(program, SeatInfo(0, "lean", 1, "subprocess"))
     loop = asyncio.get_running_loop()
+    watchers = LoopLag.of(loop).users
     tasks = timers = callbacks = 0
     previous_factory = loop.get_task_factory()
     call_at, call_soon = loop.call_at, loop.call_soon
@@ -153,6 +155,8 @@ async def test_a_stdio_move_goes_through_no_transport_no_task_and_no_timer() -> 
     finally:
         await seat.close()
     assert [a.failure for a in answers] == [None] * MOVES, [a.reason for a in answers if a.failure][:1]
+    # The seat held the fair-clock monitor for the match (not per move) and let go of it when closed.
+    assert LoopLag.of(loop).users == watchers
     assert [a.action for a in answers] == [n % 3 for n in range(1, MOVES + 1)]
     counted = MOVES - 10
     print(f"\n{counted} stdio moves: {tasks} tasks, {timers} timers, {callbacks} callbacks scheduled")

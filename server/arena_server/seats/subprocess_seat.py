@@ -92,6 +92,8 @@ class SubprocessSeat(Seat):
         """What the bot sent last, for reports: a description, or the turn id of its last Action
         (formatted only when a report needs it, not on every move)."""
         self._lag: LoopLag | None = None
+        self._watching = False
+        """Whether this seat holds the loop-lag monitor (from its first turn in a match to the match's end)."""
         self._deadline: Deadline | None = None
         """The turn deadline, re-armed turn after turn (one event-loop timer per deadline length, not per turn)."""
         self._expire_turn = self._expire_pending
@@ -197,8 +199,11 @@ class SubprocessSeat(Seat):
         # ... and the deadline only counts while the loop is responsive (no task per turn: a timer handle).
         lag = self._lag
         if lag is None or lag.loop is not loop:
+            self._unwatch()
             self._lag = lag = LoopLag.of(loop)
-        lag.acquire()
+        if not self._watching:  # watched from the first turn to the end of the match (see end), not per move
+            lag.acquire()
+            self._watching = True
         timer = self._deadline
         if timer is None:
             self._deadline = timer = lag.deadline(timeout, self._expire_turn)
@@ -208,7 +213,6 @@ class SubprocessSeat(Seat):
             result = await future
         finally:
             timer.cancel()
-            lag.release()
             self._pending = None
         if result is _EXPIRED:
             elapsed = time.perf_counter() - sent
@@ -239,6 +243,7 @@ class SubprocessSeat(Seat):
     async def end(self, result: MatchResult) -> None:
         if self._deadline is not None:
             self._deadline.close()
+        self._unwatch()
         try:
             if self._match_id is not None:
                 self._past_matches.add(self._match_id)
@@ -256,6 +261,7 @@ class SubprocessSeat(Seat):
         """Stop the process (if any) and remove the scratch directory."""
         if self._deadline is not None:
             self._deadline.close()
+        self._unwatch()
         await self._stop()
         self._process.remove_scratch()
 
@@ -553,6 +559,12 @@ class SubprocessSeat(Seat):
         if last:
             reason += f"; its stderr ends with {last!r}"
         self._fail(Termination.CRASH, reason)
+
+    def _unwatch(self) -> None:
+        """Let go of the loop-lag monitor (it stops ticking when no seat holds it)."""
+        if self._watching and self._lag is not None:
+            self._lag.release()
+        self._watching = False
 
     def _expire_pending(self) -> None:
         """The turn deadline passed: wake :meth:`ask` (armed only while it waits, for the pending turn)."""
