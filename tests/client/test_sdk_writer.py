@@ -48,12 +48,13 @@ async def test_sends_arrive_whole_and_in_order(echo_target: str) -> None:
         sent: list[bytes] = []
         for i in range(300):  # back to back: all but the first wait behind a write in flight
             if i % 3 == 0:
-                message: bs.BotMessage | bytes = bs.BotMessage(pong=bs.Pong(nonce=i))
-                sent.append(message.SerializeToString())
+                pong = bs.BotMessage(pong=bs.Pong(nonce=i))
+                sent.append(pong.SerializeToString())
+                writer.send(pong)
             else:
-                message = action_message(f"m{i % 7}", i, i % 5)
-                sent.append(message)
-            writer.send(message)
+                action = action_message(f"m{i % 7}", i, i % 5)
+                sent.append(action)
+                writer.send(action)
         await asyncio.wait_for(writer.drain(), 10)
         assert writer.error is None
         received = [await asyncio.wait_for(call.read(), 10) for _ in sent]
