@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+import os
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +19,18 @@ from arena_server.matches.hub import Hub
 from arena_server.store.database import Store
 
 T = TypeVar("T")
+
+
+def files_named(root: Path | str, pattern: str) -> list[Path]:
+    """Every file or folder under ``root`` whose name matches ``pattern`` (``fnmatch``).
+
+    Unlike ``Path.rglob``, a folder that another process removes during the
+    walk (``/tmp`` is shared) is skipped instead of raising.
+    """
+    found = []
+    for folder, dirs, files in os.walk(root):
+        found.extend(Path(folder, name) for name in (*dirs, *files) if fnmatch.fnmatch(name, pattern))
+    return found
 
 
 def in_thread(fn: Callable[..., T], *args: Any) -> T:

@@ -40,7 +40,7 @@ from arena_server.seats.sandbox import (
 )
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, files_named
 from tests.server._stdio_helpers import play_against_random, processes_with
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -184,7 +184,7 @@ async def test_bot_writes_only_its_private_tmp_and_leaves_nothing_behind(shared_
         assert results[f"leave:{word}"][1] == "in /tmp,/dev/shm,/tmp", results[f"leave:{word}"]
     assert not (open_dir / "escaped").exists() and not (own / "planted.py").exists()
     for folder in ("/tmp", "/dev/shm", "/var/tmp", str(shared_dir)):
-        assert not list(Path(folder).rglob(word)), f"a file the bot left survived the match in {folder}"
+        assert not files_named(folder, word), f"a file the bot left survived the match in {folder}"
     assert processes_with(word) == []
     assert seat._scratch is None or not Path(seat._scratch).exists()
 
