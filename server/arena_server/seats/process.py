@@ -467,8 +467,11 @@ class BotProcess:
         still_running = self.returncode is None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+        if proc.returncode is None:
+            # os.kill, not proc.kill: Popen.kill first polls, which reaps a child that has just died, and
+            # asyncio's child watcher then logs "Unknown child process pid" and reports exit status 255.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.exited.wait(), 5.0)
         # The pipes normally end at once; a descendant that escaped the group could hold them open.

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import glob
 import os
 import pwd
 import resource
 import shlex
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -221,7 +223,8 @@ async def _run(argv: Sequence[str], user: tuple[str, int, int] | None) -> tuple[
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 10)
     except TimeoutError:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)  # not proc.kill, which may reap the child behind asyncio's back
         await proc.wait()
         return False, b""
     return proc.returncode == 0, out
