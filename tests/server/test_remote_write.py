@@ -92,7 +92,11 @@ async def test_aborting_a_match_while_its_turn_write_is_in_flight(live_server: L
     seen, ended = await play_out(raw)
     assert len(seen) == 20 and Termination(ended.termination) == Termination.NORMAL, (seen, ended)
     await asyncio.wait_for(session.drained(), 5)
-    assert not session.closed.is_set() and session.backlog == 0 and session._in_flight is None
+    # Nothing of the matches is left to write. (A Ping, sent every PING_INTERVAL to an idle session, may be:
+    # a slow run passes the interval.)
+    left = [as_message(m).WhichOneof("kind") for m, _ in session._outbox]
+    assert not session.closed.is_set() and set(left) <= {"ping"}, left
+    assert session._in_flight is None or left
 
     # The match next to it was not disturbed.
     results = await other
