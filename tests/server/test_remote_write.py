@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
-from arena_client import Bot, Termination, Turn
+from arena_client import Bot, SeatInfo, Termination, Turn
 from arena_client.remote import Client
-from arena_server.seats.remote import Outgoing, as_message
+from arena_server.seats.remote import Outgoing, RemoteSeat, RemoteSession, as_message
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
@@ -137,3 +139,44 @@ async def test_a_write_that_fails_mid_flight_closes_only_its_session(live_server
     assert record.termination == Termination.DISCONNECT and "the transport broke" in (record.reason or "")
     results = await other
     assert results[0].termination == Termination.NORMAL and results[0].returns[0] == 300.0
+
+
+async def test_a_turns_clock_starts_at_its_own_write_not_an_earlier_ones() -> None:
+    """A bot may answer a Turn before the server hears that the Turn's write completed (common on one core).
+
+    The next Turn then waits behind that write. When the earlier write completes, it must not start the
+    next Turn's clock (nor arm its deadline): that clock starts when the next Turn itself is on the stream.
+    """
+    loop = asyncio.get_running_loop()
+    completions: list[asyncio.Future[None]] = []
+
+    async def write(out: Outgoing) -> None:  # a stream whose writes complete when the test says so
+        done = loop.create_future()
+        completions.append(done)
+        await done
+
+    session = RemoteSession(write)
+    seat = RemoteSeat(session, SeatInfo(0, "early-bird", 1, "remote"))
+    turn = Turn("m1", 1, 0, None, (0, 1, 2), timedelta(seconds=1), timedelta(0))
+    asked = asyncio.ensure_future(seat.ask(turn, (), 5.0))
+    await asyncio.sleep(0)
+    assert len(completions) == 1  # Turn 1 is being written
+    seat.match_id = "m1"
+    seat.on_action(bs.Action(match_id="m1", turn_id=1, action=2))  # answered before its write completed
+    assert (await asyncio.wait_for(asked, 5)).action == 2
+    asked = asyncio.ensure_future(seat.ask(replace(turn, turn_id=2), (), 5.0))
+    await asyncio.sleep(0)
+    assert session.backlog == 2 and len(completions) == 1  # Turn 2 waits behind Turn 1's write
+
+    completions[0].set_result(None)  # Turn 1's write completes now
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert len(completions) == 2  # Turn 2 is being written...
+    assert session.owed_turn == 0, "Turn 1's write completion started Turn 2's clock"
+
+    completions[1].set_result(None)  # ...and is on the stream: its clock starts
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert session.owed_turn == 2
+    seat.on_action(bs.Action(match_id="m1", turn_id=2, action=0))
+    assert (await asyncio.wait_for(asked, 5)).action == 0

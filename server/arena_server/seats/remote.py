@@ -119,7 +119,7 @@ class RemoteSession:
         """Nonce of the last Ping sent (a Pong echoing it answers it)."""
         self.max_outbox = MAX_OUTBOX if max_outbox is None else max_outbox
         self.write_timeout = WRITE_TIMEOUT if write_timeout is None else write_timeout
-        self._outbox: collections.deque[tuple[Outgoing, Callable[[], None] | None]] = collections.deque()
+        self._outbox: collections.deque[tuple[Outgoing, Callable[[Outgoing], None] | None]] = collections.deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
         """Waiting in :meth:`drained` for the queue to empty."""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -161,7 +161,7 @@ class RemoteSession:
             self._idle_waiters.append(waiter)
             await waiter
 
-    def send_nowait(self, msg: Outgoing, on_written: Callable[[], None] | None = None) -> None:
+    def send_nowait(self, msg: Outgoing, on_written: Callable[[Outgoing], None] | None = None) -> None:
         """Queue ``msg`` for writing (the same as :meth:`send`, for code that cannot await).
 
         When nothing is queued or being written, the write starts here, in the
@@ -173,13 +173,13 @@ class RemoteSession:
 
         Args:
             msg: The message.
-            on_written: Called as soon as ``msg`` is on the stream, or when it
+            on_written: Called with ``msg`` as soon as it is on the stream, or when it
                 is dropped (the session closed): whoever waits for the write
                 goes on either way, as with :meth:`drained`.
         """
         if self.is_closed:
             if on_written is not None:
-                on_written()
+                on_written(msg)
             return
         if len(self._outbox) >= self.max_outbox:
             self._abandon(
@@ -187,7 +187,7 @@ class RemoteSession:
                 f"(the limit is {self.max_outbox})"
             )
             if on_written is not None:
-                on_written()
+                on_written(msg)
             return
         self._outbox.append((msg, on_written))
         if self._in_flight is None and not self._pumping:
@@ -280,7 +280,7 @@ class RemoteSession:
         if outbox and outbox[0][0] is msg:
             _msg, on_written = outbox.popleft()
             if on_written is not None:
-                on_written()
+                on_written(msg)
 
     def _write_failed(self, msg: Outgoing, exc: BaseException) -> None:
         """The write in flight failed or was cancelled: the bot will not read the rest; close the session."""
@@ -337,9 +337,9 @@ class RemoteSession:
         dropped = list(self._outbox)
         self._outbox.clear()
         self._set_idle()
-        for _msg, on_written in dropped:
+        for msg, on_written in dropped:
             if on_written is not None:
-                on_written()
+                on_written(msg)
 
     async def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """:meth:`drained`, for at most ``timeout`` seconds; True if everything was written."""
@@ -440,6 +440,8 @@ class RemoteSeat(Seat):
         self._deadline: Deadline | None = None
         """The turn deadline, re-armed turn after turn (one event-loop timer per deadline length, not per turn)."""
         self._lag: LoopLag | None = None
+        self._turn_msg: Outgoing = b""
+        """The bytes of the Turn being asked: only its own write completion starts its clock."""
 
     async def start(self, match: MatchInfo) -> Answer | None:
         self.match_id = match.match_id
@@ -465,7 +467,7 @@ class RemoteSeat(Seat):
         self._expected = turn_id
         self._issued.add(turn_id)
         self.last_turn_args = (turn, moves)
-        msg = server_message_turn(turn, moves)
+        self._turn_msg = msg = server_message_turn(turn, moves)
         self._started = time.perf_counter()
         if self._lag is None:  # watched from the first turn to the end of the match (see end)
             self._lag = LoopLag.of(loop)
@@ -481,11 +483,11 @@ class RemoteSeat(Seat):
                 self._deadline.cancel()
             self._expected = 0
 
-    def _written(self) -> None:
-        """The Turn is on the stream: the bot's clock starts, and counts only while the loop is responsive."""
+    def _written(self, msg: Outgoing) -> None:
+        """A Turn is on the stream: the bot's clock starts, and counts only while the loop is responsive."""
         future = self._future
-        if future is None or future.done():
-            return  # the turn already ended (the match was aborted, the seat failed)
+        if msg is not self._turn_msg or future is None or future.done():
+            return  # an earlier turn's write (the bot answered it first), or the turn already ended
         session = self.session
         session.owed_turn = self._expected
         session.settled.clear()
