@@ -8,6 +8,7 @@ bytes are compared for hypothesis-chosen match ids, turn ids and actions
 
 from __future__ import annotations
 
+import pytest
 from google.protobuf.duration_pb2 import Duration
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,3 +40,11 @@ def test_varint_is_protobufs(n: int) -> None:
         assert (b"\x08" + varint(n) if n else b"") == expected
     else:
         assert len(varint(n)) == 10
+
+
+def test_an_action_out_of_range_is_refused_as_protobuf_refuses_it() -> None:
+    for action, turn_id in ((2**31, 1), (-(2**31) - 1, 1), (0, -1), (0, 2**32)):
+        with pytest.raises(ValueError):
+            bs.Action(match_id="m", turn_id=turn_id, action=action)
+        with pytest.raises(ValueError, match="out of range"):
+            action_message("m", turn_id, action)

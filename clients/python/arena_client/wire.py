@@ -37,7 +37,13 @@ def varint(n: int) -> bytes:
 
 
 def action_message(match_id: str, turn_id: int, action: int) -> bytes:
-    """The serialized ``BotMessage{action: {match_id, turn_id, action}}``."""
+    """The serialized ``BotMessage{action: {match_id, turn_id, action}}``.
+
+    Raises:
+        ValueError: ``action`` is not an int32 or ``turn_id`` not a uint32 (as protobuf would).
+    """
+    if not (-(1 << 31) <= action < 1 << 31 and 0 <= turn_id < 1 << 32):
+        raise ValueError(f"action {action} or turn id {turn_id} is out of range for arena.v1.Action")
     prefix = _ACTION_PREFIX.get(match_id)
     if prefix is None:
         raw = match_id.encode()
