@@ -29,6 +29,33 @@ RELAXED = TimeControl(timedelta(seconds=0.5), timedelta(seconds=20), timedelta(s
 """The default: an overage bank so that a loaded machine never fails a well-behaved bot."""
 TEST_LIMITS = Limits(cpu_seconds=60, memory_bytes=256 << 20)
 
+PROTO_BOT_PRELUDE = """
+import sys
+from arena.v1 import bot_session_pb2 as bs
+from google.protobuf.internal.decoder import _DecodeVarint32
+from google.protobuf.internal.encoder import _VarintBytes
+
+
+def frame(msg):
+    body = msg.SerializeToString()
+    return _VarintBytes(len(body)) + body
+
+
+def server_messages():
+    \"\"\"Every length-delimited ServerMessage on stdin, until it ends.\"\"\"
+    stdin = sys.stdin.buffer
+    while True:
+        head = b""
+        while not head or head[-1] & 0x80:
+            byte = stdin.read(1)
+            if not byte:
+                return
+            head += byte
+        size, _ = _DecodeVarint32(head, 0)
+        yield bs.ServerMessage.FromString(stdin.read(size))
+"""
+"""The start of a bot script in the proto framing that uses the protobuf library (run it with ``sys.executable``)."""
+
 
 def marker() -> str:
     """A unique word to put in a bot's argv, so its processes can be found in /proc."""

@@ -34,7 +34,7 @@ from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
 from tests.conftest import LiveServer
-from tests.server._stdio_helpers import RELAXED, seat_for
+from tests.server._stdio_helpers import PROTO_BOT_PRELUDE, RELAXED, seat_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 600
@@ -116,42 +116,30 @@ def test_turn_conversions_match_protobuf_exactly(
         assert back == turn_from_proto(plain.turn, 0)
 
 
-DRIBBLING_BOT = """
-import sys
-from arena.v1 import bot_session_pb2 as bs
-from google.protobuf.internal.decoder import _DecodeVarint32
-from google.protobuf.internal.encoder import _VarintBytes
-
+DRIBBLING_BOT = (
+    PROTO_BOT_PRELUDE
+    + """
 out = sys.stdout.buffer
 
 def send(msg, dribble):
-    body = msg.SerializeToString()
-    frame = _VarintBytes(len(body)) + body
+    data = frame(msg)
     if not dribble:
-        out.write(frame)
+        out.write(data)
         out.flush()
         return
-    for i in range(len(frame)):  # one byte per write: the server reads the frame in pieces
-        out.write(frame[i:i + 1])
+    for i in range(len(data)):  # one byte per write: the server reads the frame in pieces
+        out.write(data[i:i + 1])
         out.flush()
 
 send(bs.BotMessage(hello=bs.Hello(protocol_version="arena.v1", games=["rps"])), False)
-stdin = sys.stdin.buffer
 turns = 0
-while True:
-    head = b""
-    while not head or head[-1] & 0x80:
-        byte = stdin.read(1)
-        if not byte:
-            sys.exit(0)
-        head += byte
-    size, _ = _DecodeVarint32(head, 0)
-    msg = bs.ServerMessage.FromString(stdin.read(size))
+for msg in server_messages():
     if msg.WhichOneof("kind") == "turn":
         turns += 1
         t = msg.turn
         send(bs.BotMessage(action=bs.Action(match_id=t.match_id, turn_id=t.turn_id, action=turns % 3)), turns % 2 == 0)
 """
+)
 
 
 async def test_stdio_answers_read_straight_from_the_pipe_keep_their_order(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from arena_server.seats.process import STDIN_BACKLOG_LIMIT, BotProgram
 from arena_server.seats.sandbox import Limits
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from tests.conftest import in_thread
-from tests.server._stdio_helpers import PYTHON, TEST_LIMITS, marker, processes_with
+from tests.server._stdio_helpers import PROTO_BOT_PRELUDE, PYTHON, TEST_LIMITS, marker, processes_with
 
 ROOT = Path(__file__).resolve().parents[2]
 MOVES = 300
@@ -37,32 +37,20 @@ CLOCK = TimeControl(timedelta(seconds=5), timedelta(seconds=20), timedelta(0))
 
 HELLO = 'import json, os, sys, time\nprint(json.dumps({"hello": {"protocolVersion": "arena.v1"}}), flush=True)\n'
 
-PROTO_BOT = """
-import sys
-from arena.v1 import bot_session_pb2 as bs
-from google.protobuf.internal.decoder import _DecodeVarint32
-from google.protobuf.internal.encoder import _VarintBytes
-
+PROTO_BOT = (
+    PROTO_BOT_PRELUDE
+    + """
 def send(msg):
-    body = msg.SerializeToString()
-    sys.stdout.buffer.write(_VarintBytes(len(body)) + body)
+    sys.stdout.buffer.write(frame(msg))
     sys.stdout.flush()
 
 send(bs.BotMessage(hello=bs.Hello(protocol_version="arena.v1")))
-stdin = sys.stdin.buffer
-while True:
-    head = b""
-    while not head or head[-1] & 0x80:
-        byte = stdin.read(1)
-        if not byte:
-            sys.exit(0)
-        head += byte
-    size, _ = _DecodeVarint32(head, 0)
-    msg = bs.ServerMessage.FromString(stdin.read(size))
+for msg in server_messages():
     if msg.WhichOneof("kind") == "turn":
         t = msg.turn
         send(bs.BotMessage(action=bs.Action(match_id=t.match_id, turn_id=t.turn_id, action=t.turn_id % 3)))
 """
+)
 
 SLOW_READER = (
     HELLO

@@ -22,6 +22,7 @@ from arena_server.seats.subprocess_seat import SubprocessSeat
 from tests.server._stdio_helpers import (
     FAST,
     PLAIN_PYTHON_BOT,
+    PROTO_BOT_PRELUDE,
     PYTHON,
     TEST_LIMITS,
     bystander_program,
@@ -36,31 +37,19 @@ from tests.server._stdio_helpers import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTO_BOT = """
-import sys
-from arena.v1 import bot_session_pb2 as bs
-from google.protobuf.internal.decoder import _DecodeVarint32
-from google.protobuf.internal.encoder import _VarintBytes
-
+PROTO_BOT = (
+    PROTO_BOT_PRELUDE
+    + """
 def send(msg):
-    body = msg.SerializeToString()
-    sys.stdout.buffer.write(_VarintBytes(len(body)) + body)
+    sys.stdout.buffer.write(frame(msg))
     sys.stdout.buffer.flush()
 
 send(bs.BotMessage(hello=bs.Hello(protocol_version="arena.v1", games=["rps"])))
-stdin = sys.stdin.buffer
-while True:
-    head = b""
-    while not head or head[-1] & 0x80:
-        byte = stdin.read(1)
-        if not byte:
-            sys.exit(0)
-        head += byte
-    size, _ = _DecodeVarint32(head, 0)
-    msg = bs.ServerMessage.FromString(stdin.read(size))
+for msg in server_messages():
     if msg.WhichOneof("kind") == "turn":
         send(bs.BotMessage(action=bs.Action(match_id=msg.turn.match_id, turn_id=msg.turn.turn_id, action=1)))
 """
+)
 
 
 async def test_plain_python_bot_plays_a_whole_match_over_json_lines() -> None:
