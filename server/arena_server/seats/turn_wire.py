@@ -31,8 +31,6 @@ _CACHE_LIMIT = 4096
 """Most entries each cache below keeps (a match has a handful of distinct values)."""
 
 _MATCH_IDS: dict[str, bytes] = {}
-_LEGAL: dict[tuple[int, ...], bytes] = {}
-_BUDGETS: dict[tuple[int, timedelta], bytes] = {}
 _RPS_HEADS: dict[tuple[int, int], bytes] = {}
 _LAST_ROUNDS: dict[tuple[int, ...], bytes] = {}
 _CONSTANT: dict[tuple[tuple[int, ...], timedelta, timedelta], bytes] = {}
@@ -61,27 +59,11 @@ def _match_id(match_id: str) -> bytes:
     return part
 
 
-def _legal(actions: Sequence[int]) -> bytes:
-    key = actions if type(actions) is tuple else tuple(actions)
-    part = _LEGAL.get(key)
-    if part is None:
-        part = _packed(0x22, key)
-        if len(_LEGAL) < _CACHE_LIMIT:
-            _LEGAL[key] = part
-    return part
-
-
 def _budget(tag: int, value: timedelta) -> bytes:
     """A Duration field, always present (``turn_to_proto`` always sets both budgets)."""
-    key = (tag, value)
-    part = _BUDGETS.get(key)
-    if part is None:
-        d = Duration()
-        set_duration(d, value)
-        part = _field(tag, d.SerializeToString())
-        if len(_BUDGETS) < _CACHE_LIMIT:
-            _BUDGETS[key] = part
-    return part
+    d = Duration()
+    set_duration(d, value)
+    return _field(tag, d.SerializeToString())
 
 
 def _rps(o: RpsObservation) -> bytes:
@@ -111,16 +93,15 @@ def _rps(o: RpsObservation) -> bytes:
 
 
 def _observation(value: object) -> bytes:
+    """Any other game's observation field (tag 3), serialized by protobuf; nothing for none."""
     if value is None:
         return b""
-    if type(value) is RpsObservation:
-        return _rps(value)
     return _field(0x1A, observation_to_proto(value).SerializeToString())
 
 
-def _constant(turn: Turn) -> bytes:
+def _constant(legal: tuple[int, ...], time_budget: timedelta, overage_left: timedelta) -> bytes:
     """The legal actions and both time budgets: the part of a Turn that rarely changes from move to move."""
-    return _legal(turn.legal_actions) + _budget(0x2A, turn.time_budget) + _budget(0x32, turn.overage_left)
+    return _packed(0x22, legal) + _budget(0x2A, time_budget) + _budget(0x32, overage_left)
 
 
 def server_message_turn(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
@@ -130,7 +111,7 @@ def server_message_turn(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
     key = (legal if type(legal) is tuple else tuple(legal), turn.time_budget, turn.overage_left)
     constant = _CONSTANT.get(key)
     if constant is None:
-        constant = _constant(turn)
+        constant = _constant(*key)
         if len(_CONSTANT) < _CACHE_LIMIT:
             _CONSTANT[key] = constant
     observation = turn.observation
