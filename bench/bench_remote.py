@@ -10,7 +10,10 @@
    (the SDK default) and inline.
 3. Throughput: ``arena serve`` in its own process and 64 SDK clients in this
    one, 64 concurrent matches, against the bare echo server in its own
-   process and 64 concurrent ping-pong streams from this one.
+   process and 64 concurrent ping-pong streams from this one. Both sides
+   start cold (no warm-up) and every round trip timed is counted. CPU time
+   per round trip is printed for the server process and for this one (the
+   clients): whichever side is at 100% of its core sets the rate.
 
 Each pair runs ``REPEATS`` times, interleaved, so background load hits both
 alike; a ratio is the median of the per-repeat ratios (the baseline measured
@@ -111,12 +114,12 @@ def echo_server() -> grpc.aio.Server:
     return server
 
 
-async def ping_pong(target: str, n: int, times: list[float] | None = None) -> None:
-    """``n`` round trips on one echo stream (after 50 to warm up), each timed into ``times`` if given."""
+async def ping_pong(target: str, n: int, times: list[float] | None = None, warmup: int = 50) -> None:
+    """``n`` round trips on one echo stream (after ``warmup`` to warm up), each timed into ``times`` if given."""
     payload = turn_payload()
     async with grpc.aio.insecure_channel(target) as channel:
         call = channel.stream_stream("/bench.Echo/Ping")()
-        for _ in range(50):
+        for _ in range(warmup):
             await call.write(payload)
             await call.read()
         for _ in range(n):
@@ -167,9 +170,13 @@ async def arena_throughput(port: int, matches: int, rounds: int) -> float:
 
 
 async def bare_throughput(port: int, streams: int, rounds: int) -> float:
-    """Echo round trips per second over ``streams`` concurrent streams (each on its own channel)."""
+    """Echo round trips per second over ``streams`` concurrent streams (each on its own channel).
+
+    No warm-up round trips: every round trip timed is counted, and each stream
+    starts cold, as each arena client in :func:`arena_throughput` does.
+    """
     start = time.perf_counter()
-    await asyncio.gather(*(ping_pong(f"127.0.0.1:{port}", rounds) for _ in range(streams)))
+    await asyncio.gather(*(ping_pong(f"127.0.0.1:{port}", rounds, warmup=0) for _ in range(streams)))
     return streams * rounds / (time.perf_counter() - start)
 
 
@@ -182,15 +189,21 @@ def cpu_seconds(pid: int) -> float:
 
 def loaded(
     run: Callable[[int], Awaitable[float]], server: contextlib.AbstractContextManager[tuple[int, int]]
-) -> tuple[float, float]:
-    """Run the load against a server process: (round trips per second, server CPU seconds per round trip)."""
+) -> tuple[float, float, float]:
+    """Run the load against a server process.
+
+    Returns (round trips per second, server CPU seconds per round trip, client CPU seconds per round
+    trip); the clients are this process.
+    """
     with server as (port, pid):
         before = cpu_seconds(pid)
+        mine = time.process_time()
         start = time.perf_counter()
         rate = asyncio.run(run(port))
         elapsed = time.perf_counter() - start
+        client = time.process_time() - mine
         cpu = cpu_seconds(pid) - before
-    return rate, cpu / (rate * elapsed)
+    return rate, cpu / (rate * elapsed), client / (rate * elapsed)
 
 
 def free_port() -> int:
@@ -288,35 +301,45 @@ def main() -> None:
         )
     print("target: arena <= 1.3x bare")
 
-    arena_rates, bare_rates, arena_cpu, bare_cpu = [], [], [], []
+    arena_rates: list[float] = []
+    bare_rates: list[float] = []
+    cpu: dict[str, list[float]] = {"bare": [], "arena": [], "bare clients": [], "arena clients": []}
     extra = args.serve_args.split()
     server_cpu = args.pin
     if args.pin is not None:
         others = [c for c in all_cpus if c != args.pin] or [args.pin]
         os.sched_setaffinity(0, set(others))  # the clients of (3), off the servers' CPU
     for _ in range(max(args.repeats // 2, 1)):
-        rate, cpu = loaded(lambda port: bare_throughput(port, MATCHES, LOAD_ROUNDS), echo_process(server_cpu))
+        rate, server, clients = loaded(
+            lambda port: bare_throughput(port, MATCHES, LOAD_ROUNDS), echo_process(server_cpu)
+        )
         bare_rates.append(rate)
-        bare_cpu.append(cpu)
-        rate, cpu = loaded(lambda port: arena_throughput(port, MATCHES, LOAD_ROUNDS), arena_process(extra, server_cpu))
+        cpu["bare"].append(server)
+        cpu["bare clients"].append(clients)
+        rate, server, clients = loaded(
+            lambda port: arena_throughput(port, MATCHES, LOAD_ROUNDS), arena_process(extra, server_cpu)
+        )
         arena_rates.append(rate)
-        arena_cpu.append(cpu)
+        cpu["arena"].append(server)
+        cpu["arena clients"].append(clients)
     print(
         f"{MATCHES} concurrent streams, server in its own process{' (' + args.serve_args + ')' if extra else ''}, "
         f"clients in this one, {max(args.repeats // 2, 1)} interleaved repeats:"
     )
     print(
         f"  bare  {statistics.median(bare_rates):8.0f} round trips/s   server CPU "
-        f"{statistics.median(bare_cpu) * 1e6:6.1f} us per round trip"
+        f"{statistics.median(cpu['bare']) * 1e6:6.1f} us per round trip, clients "
+        f"{statistics.median(cpu['bare clients']) * 1e6:6.1f} us"
     )
     print(
         f"  arena {statistics.median(arena_rates):8.0f} remote moves/s   server CPU "
-        f"{statistics.median(arena_cpu) * 1e6:6.1f} us per move "
+        f"{statistics.median(cpu['arena']) * 1e6:6.1f} us per move, clients "
+        f"{statistics.median(cpu['arena clients']) * 1e6:6.1f} us "
         f"({2 * statistics.median(arena_rates):.0f} moves/s counting the hosted seat)"
     )
     print(
         f"  arena/bare: throughput {ratio(arena_rates, bare_rates):.2f}x (target >= 0.8x); "
-        f"server CPU per round trip {ratio(arena_cpu, bare_cpu):.2f}x"
+        f"server CPU per round trip {ratio(cpu['arena'], cpu['bare']):.2f}x"
     )
 
 
