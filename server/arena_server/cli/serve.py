@@ -32,6 +32,7 @@ from arena_server.cli.common import (
     add_time_control_arguments,
     check_can_listen,
     open_database,
+    settle_heap,
     time_control_from_args,
 )
 from arena_server.cli.ladder import add_serve_arguments as add_ladder_arguments
@@ -211,6 +212,7 @@ async def _serve(
             f"arena: marked {store.recovered_aborted} unfinished match(es) from the last run as aborted",
             flush=True,
         )
+    settle_heap()  # everything long-lived exists now
     bots = ", ".join(sorted(hub.hosted))
     print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
     if web is not None:

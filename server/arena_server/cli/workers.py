@@ -29,6 +29,7 @@ from pathlib import Path
 
 from arena_client import TimeControl
 from arena_server.cli import CliError
+from arena_server.cli.common import settle_heap
 from arena_server.ladder.scheduler import LadderConfig
 
 
@@ -308,6 +309,7 @@ async def _worker(config: WorkerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    settle_heap()
     await store.announce_ready(config.index)
     ladder = None
     if config.ladder is not None:
