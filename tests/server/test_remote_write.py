@@ -180,3 +180,27 @@ async def test_a_turns_clock_starts_at_its_own_write_not_an_earlier_ones() -> No
     assert session.owed_turn == 2
     seat.on_action(bs.Action(match_id="m1", turn_id=2, action=0))
     assert (await asyncio.wait_for(asked, 5)).action == 0
+
+
+async def test_shutdown_waits_for_a_bot_that_owes_an_answer_then_goes_on_when_it_answers(
+    live_server: LiveServer,
+) -> None:
+    """The bot is thinking when the server stops: its stream stays open until its (late) answer arrives."""
+    hub = live_server.hub
+    loop = asyncio.get_running_loop()
+    raw = RawBot(live_server.channel())
+    assert (await raw.hello("thinker")).WhichOneof("kind") == "welcome"
+    await raw.challenge("rock", rounds=50)
+    turn = (await raw.recv_kind("turn")).turn
+    session = hub.sessions["thinker"]
+    stopping = asyncio.ensure_future(hub.shutdown("the test stops the server", grace=5.0))
+    ended = (await raw.recv_kind("match_ended")).match_ended
+    assert ended.termination == Termination.ABORTED
+    await asyncio.sleep(1.0)  # past the 0.5 s linger: only the owed answer holds the shutdown now
+    assert not session.is_settled
+    assert not stopping.done()
+    answered = loop.time()
+    await raw.answer(turn, 0)
+    await asyncio.wait_for(stopping, 4.0)
+    assert session.is_settled
+    assert loop.time() - answered < 2.0  # the answer let it go on (the grace would have taken 4 s more)

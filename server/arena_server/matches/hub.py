@@ -488,7 +488,7 @@ class Hub:
         for waiter in [w for waiters in self._next_match.values() for w in waiters]:
             waiter.cancel()
         self._next_match.clear()
-        thinking = [asyncio.ensure_future(s.settled.wait()) for s in playing if not s.settled.is_set()]
+        thinking = [asyncio.ensure_future(s.wait_settled()) for s in playing if not s.is_settled]
         if thinking:
             await asyncio.wait(thinking, timeout=max(deadline - time.monotonic(), 0.0))
             for waiter_task in thinking:

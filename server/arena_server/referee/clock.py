@@ -34,6 +34,10 @@ class LoopLag:
     """Seconds between ticks."""
     SLACK = 0.020
     """Lateness beyond the period that counts as a stall (shorter hiccups are the bot's, within its grace)."""
+    LATE = PERIOD + SLACK
+    """A gap between ticks longer than this is a stall."""
+    RECENT = 4 * PERIOD + SLACK
+    """A read this soon after a stall ended may have waited for it."""
 
     _instances: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag]] = weakref.WeakKeyDictionary()
 
@@ -67,24 +71,28 @@ class LoopLag:
 
     def _tick(self) -> None:
         now = time.perf_counter()
-        if now - self.last_tick > self.PERIOD + self.SLACK:
+        if now - self.last_tick > self.LATE:
             self.stalls.append((self.last_tick, now))
         self.last_tick = now
         self._handle = self.loop.call_later(self.PERIOD, self._tick) if self.users else None
 
     def stalled_since(self, now: float) -> float | None:
         """When the stall that delayed a read at ``now`` began, or None if the read was on time."""
-        if now - self.last_tick > self.PERIOD + self.SLACK:
+        if now - self.last_tick > self.LATE:
             return self.last_tick  # still inside a stall the monitor has not seen end yet
         for start, end in reversed(self.stalls):
-            if end < now - 4 * self.PERIOD - self.SLACK:
+            if end < now - self.RECENT:
                 break
             if start < now:
                 return start
         return None
 
     def arrival(self, sent: float, read: float) -> float:
-        """When a reply read at ``read`` (for a request written at ``sent``) became readable, at the earliest."""
+        """When a reply read at ``read`` (for a request written at ``sent``) became readable, at the earliest.
+
+        Hot callers may skip the call when neither test of :meth:`stalled_since` can hold: the
+        monitor ticked within :attr:`LATE` of ``read``, and the last stall ended over :attr:`RECENT` before it.
+        """
         start = self.stalled_since(read)
         return read if start is None else max(sent, min(start, read))
 

@@ -141,9 +141,26 @@ class RemoteSession:
         """The turn the bot is thinking about (0: none); cleared by its Action for it, even a late one."""
         self.past_matches: collections.deque[str] = collections.deque(maxlen=64)
         """Matches this session played to the end: a late Action for one of them is dropped, not a violation."""
-        self.settled = asyncio.Event()
-        """Set while the bot owes no answer: a shutdown waits for it, so the bot is reading when the stream ends."""
-        self.settled.set()
+        self._settle_waiters: list[asyncio.Future[None]] = []
+        """Waiting in :meth:`wait_settled` (a shutdown); nothing is kept per move when nobody waits."""
+
+    @property
+    def is_settled(self) -> bool:
+        """True while the bot owes no answer (or the session is closed)."""
+        return not self.owed_turn or self.is_closed
+
+    async def wait_settled(self) -> None:
+        """Wait until the bot owes no answer: a shutdown waits for it, so the bot is reading when the stream ends."""
+        while not self.is_settled:
+            waiter = asyncio.get_running_loop().create_future()
+            self._settle_waiters.append(waiter)
+            await waiter
+
+    def _settle(self) -> None:
+        waiters, self._settle_waiters = self._settle_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     # -- writing ------------------------------------------------------------------------------------
 
@@ -235,12 +252,17 @@ class RemoteSession:
                     return
                 self._wait_on(msg, waiter)
                 return
-            self._set_idle()
-            if self.is_closed and self._watchdog is not None:
-                self._watchdog.cancel()
-                self._watchdog = None
+            self._idle()
         finally:
             self._pumping = False
+
+    def _idle(self) -> None:
+        """Nothing is queued or in flight: waiters in :meth:`drained` go on; a closed session drops its watchdog."""
+        if self._idle_waiters:
+            self._set_idle()
+        if self.is_closed and self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
 
     def _wait_on(self, msg: Outgoing, waiter: Any) -> None:
         """Resume the write in flight when what it yielded (a future, or None for a bare yield) is done."""
@@ -265,7 +287,10 @@ class RemoteSession:
             waiter = coro.send(None)
         except StopIteration:
             self._written(msg)
-            self._pump()
+            if self._outbox:
+                self._pump()
+            elif not self._pumping:  # (when _pump is running, it finishes the idle tail itself)
+                self._idle()
             return
         except (Exception, asyncio.CancelledError) as exc:
             self._write_failed(msg, exc)
@@ -376,11 +401,12 @@ class RemoteSession:
 
     def mark_closed(self, reason: str) -> None:
         """Close the session (messages already queued are still written); the seated match hears of it."""
-        self.settled.set()
         if not self.is_closed:
             self.close_reason = reason
             self.is_closed = True
             self.closed.set()
+            if self._settle_waiters:
+                self._settle()
             if self.seat is not None:
                 self.seat.session_lost(reason)
 
@@ -390,7 +416,8 @@ class RemoteSession:
         """Route an Action to the seated match (or complain)."""
         if self.owed_turn and action.turn_id == self.owed_turn:
             self.owed_turn = 0
-            self.settled.set()
+            if self._settle_waiters:
+                self._settle()
         seat = self.seat
         if seat is None:
             late = action.match_id in self.past_matches
@@ -490,7 +517,6 @@ class RemoteSeat(Seat):
             return  # an earlier turn's write (the bot answered it first), or the turn already ended
         session = self.session
         session.owed_turn = self._expected
-        session.settled.clear()
         self._started = time.perf_counter()
         deadline = self._deadline
         if deadline is None:
@@ -530,8 +556,12 @@ class RemoteSeat(Seat):
         if future is not None and action.turn_id == self._expected and match_id == self.match_id and not future.done():
             # A stall of the server's loop just before this read is not the bot's time.
             started = self._started
-            arrived = self._lag.arrival(started, time.perf_counter())  # type: ignore[union-attr]
-            future.set_result(Answer(action.action, arrived - started))
+            read = time.perf_counter()
+            lag: LoopLag = self._lag  # type: ignore[assignment]
+            stalls = lag.stalls
+            if read - lag.last_tick > lag.LATE or (stalls and stalls[-1][1] >= read - lag.RECENT):
+                read = lag.arrival(started, read)  # (otherwise no stall can have delayed this read)
+            future.set_result(Answer(action.action, read - started))
             return
         if action.match_id == self.match_id and action.turn_id in self._issued:
             self.session.send_nowait(
