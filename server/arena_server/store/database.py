@@ -34,13 +34,15 @@ from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
 from arena_server.referee.records import MatchRecord, MoveLog
+
+_T = TypeVar("_T")
 
 
 class StoreError(Exception):
@@ -379,34 +381,63 @@ class Store:
             return await self._start_match(record)
 
     async def _start_match(self, record: MatchRecord) -> str:
-        conn = self.conn
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
-            cur = await conn.execute(
+        params = (
+            record.game.name,
+            json.dumps(dict(record.game.params)),
+            record.seed_sha256,
+            int(record.seed_chosen),
+            _tc_json(record.time_control),
+            int(record.rated),
+            record.started_at.isoformat(),
+        )
+        seats = [(s.seat, s.bot_name, s.bot_version, s.kind) for s in record.seats]
+
+        def insert(db: sqlite3.Connection) -> int:
+            cur = db.execute(
                 "INSERT INTO matches (game, params, seed, seed_sha256, seed_chosen, time_control, status, rated, "
                 "started_at) VALUES (?, ?, '', ?, ?, ?, 'running', ?, ?)",  # the seed itself: only at the end
-                (
-                    record.game.name,
-                    json.dumps(dict(record.game.params)),
-                    record.seed_sha256,
-                    int(record.seed_chosen),
-                    _tc_json(record.time_control),
-                    int(record.rated),
-                    record.started_at.isoformat(),
-                ),
+                params,
             )
             match_id = cur.lastrowid
-            await cur.close()
-            await conn.executemany(
+            assert match_id is not None
+            db.executemany(
                 "INSERT INTO match_seats (match_id, seat, bot_name, bot_version, kind) VALUES (?, ?, ?, ?, ?)",
-                [(match_id, s.seat, s.bot_name, s.bot_version, s.kind) for s in record.seats],
+                [(match_id, *seat) for seat in seats],
             )
-            await conn.execute("COMMIT")
-        except BaseException:
-            await self._rollback()
-            raise
+            return match_id
+
+        match_id = await self._transaction(insert)
         record.match_id = str(match_id)
         return record.match_id
+
+    async def _transaction(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``work`` as one write transaction on the connection's own thread: one hop to it and back.
+
+        Each ``await conn.execute`` is a round trip to aiosqlite's thread (a
+        queue put, a thread wake-up, a loop wake-up); a match's start took five
+        of them and its end three, on every match. ``work`` gets the plain
+        ``sqlite3`` connection and runs between BEGIN IMMEDIATE and COMMIT, all
+        of it or nothing (a failure rolls back, and its error is raised here).
+        It uses aiosqlite's ``_execute``, the one entry point its own methods
+        go through; ``tests/server/test_store_transactions.py`` counts the hops.
+        """
+        conn = self.conn
+
+        def run() -> _T:
+            db = conn._conn  # the sqlite3 connection; this runs on the thread that owns it
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(db)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    # If SQLite rolled back by itself meanwhile, the original error is the one that matters.
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
+                raise
+            return result
+
+        return await conn._execute(run)  # type: ignore[no-any-return,no-untyped-call]
 
     async def finish_match(
         self,
@@ -424,27 +455,30 @@ class Store:
         extra: Callable[[aiosqlite.Connection], Awaitable[None]] | None,
     ) -> None:
         status = "aborted" if record.termination == Termination.ABORTED else "finished"
-        conn = self.conn
+        sql = (
+            "UPDATE matches SET status = ?, termination = ?, offender = ?, reason = ?, returns = ?, "
+            "ended_at = ?, move_count = ?, moves = ?, seed = ? WHERE id = ?"
+        )
+        params = (
+            status,
+            int(record.termination or Termination.ABORTED),
+            record.offender,
+            record.reason,
+            json.dumps(list(record.returns)),
+            (record.ended_at or datetime.now(UTC)).isoformat(),
+            len(record.moves),
+            encode_moves(record.moves),
+            "" if record.seed_sealed else record.seed,  # revealed now that the match is over
+            int(record.match_id),
+        )
+        if extra is None:  # most matches: one hop to the database thread
+            await self._transaction(lambda db: db.execute(sql, params))
+            return
+        conn = self.conn  # the hook is a coroutine on the loop: one hop per statement
         await conn.execute("BEGIN IMMEDIATE")
         try:
-            await conn.execute(
-                "UPDATE matches SET status = ?, termination = ?, offender = ?, reason = ?, returns = ?, "
-                "ended_at = ?, move_count = ?, moves = ?, seed = ? WHERE id = ?",
-                (
-                    status,
-                    int(record.termination or Termination.ABORTED),
-                    record.offender,
-                    record.reason,
-                    json.dumps(list(record.returns)),
-                    (record.ended_at or datetime.now(UTC)).isoformat(),
-                    len(record.moves),
-                    encode_moves(record.moves),
-                    "" if record.seed_sealed else record.seed,  # revealed now that the match is over
-                    int(record.match_id),
-                ),
-            )
-            if extra is not None:
-                await extra(conn)
+            await conn.execute(sql, params)
+            await extra(conn)
             await conn.execute("COMMIT")
         except BaseException:
             await self._rollback()
