@@ -63,7 +63,9 @@ def data_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def bots(live_server: LiveServer, data_dir: Path) -> bp_grpc.BotServiceStub:
+async def bots(live_server: LiveServer, data_dir: Path) -> bp_grpc.BotServiceStub:
+    # Async, so the channel is made on the running loop: a sync fixture made gRPC look for the main
+    # thread's default loop, which is gone once any test has called asyncio.run() (the order then mattered).
     registry = live_server.hub.registry
     assert registry is not None
     registry.data_dir = data_dir
