@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
@@ -190,12 +191,14 @@ _CONFUSABLES = str.maketrans(
 _NAME_PUNCTUATION = frozenset("-_.")
 
 
+@functools.lru_cache(maxsize=8192)
 def name_key(name: str) -> str:
     """The form under which two bot names count as the same name.
 
     NFKC (fullwidth and other compatibility forms become plain letters), then
     case folding, then Cyrillic/Greek look-alikes mapped to the Latin letters
     they imitate. ``name_key("Rаndom")`` (Cyrillic a) equals ``name_key("random")``.
+    Memoised: every Hello compares its name with every connected bot's.
     """
     folded = unicodedata.normalize("NFKC", name).casefold()
     return unicodedata.normalize("NFKC", folded.translate(_CONFUSABLES))
