@@ -93,6 +93,8 @@ async def test_aborting_a_match_while_its_turn_write_is_in_flight(live_server: L
     await raw.challenge("random", rounds=20)
     seen, ended = await play_out(raw)
     assert len(seen) == 20 and Termination(ended.termination) == Termination.NORMAL, (seen, ended)
+    done = (await raw.recv_kind("challenge_status")).challenge_status  # the challenge's last message
+    assert done.state == bs.ChallengeStatus.STATE_DONE, done
     await asyncio.wait_for(session.drained(), 5)
     # Nothing of the matches is left to write. (A Ping, sent every PING_INTERVAL to an idle session, may be:
     # a slow run passes the interval.)

@@ -105,7 +105,8 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         session = RemoteSession(context.write, context.peer())
         try:
             try:
-                first = await asyncio.wait_for(self._read(context, session), HELLO_TIMEOUT)
+                async with asyncio.timeout(HELLO_TIMEOUT):
+                    first = await self._read(context, session)
             except TimeoutError:
                 reason = f"sent no Hello within {HELLO_TIMEOUT:g}s of opening the stream"
                 await session.error(

@@ -603,9 +603,11 @@ class RemoteSeat(Seat):
     async def end(self, result: MatchResult) -> None:
         """Write MatchEnded and wait (at most END_NOTICE_TIMEOUT) until it is on the stream; never cut short."""
         try:
-            notice = asyncio.ensure_future(self._tell_end(result))
+            # Queued at once; the session owns the write, so cancelling this wait never cuts it short.
+            self.session.send_nowait(bs.ServerMessage(match_ended=result_to_proto(result)))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(notice), END_NOTICE_TIMEOUT)
+                async with asyncio.timeout(END_NOTICE_TIMEOUT):
+                    await self.session.drained()
         finally:
             if self._deadline is not None:
                 self._deadline.close()
@@ -614,7 +616,3 @@ class RemoteSeat(Seat):
             self.session.past_matches.append(self.match_id)
             if self.session.seat is self:
                 self.session.seat = None
-
-    async def _tell_end(self, result: MatchResult) -> None:
-        self.session.send_nowait(bs.ServerMessage(match_ended=result_to_proto(result)))
-        await self.session.drained()
