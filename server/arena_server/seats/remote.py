@@ -486,8 +486,11 @@ class RemoteSeat(Seat):
     async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
         if self._failure is not None:
             return self._failure
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Answer] = loop.create_future()
+        lag = self._lag
+        if lag is None:  # watched from the first turn to the end of the match (see end)
+            lag = self._lag = LoopLag.of(asyncio.get_running_loop())
+            lag.acquire()
+        future: asyncio.Future[Answer] = lag.loop.create_future()  # (the running loop, without looking it up)
         self._future = future
         self._timeout = timeout
         turn_id = turn.turn_id
@@ -496,9 +499,6 @@ class RemoteSeat(Seat):
         self.last_turn_args = (turn, moves)
         self._turn_msg = msg = server_message_turn(turn, moves)
         self._started = time.perf_counter()
-        if self._lag is None:  # watched from the first turn to the end of the match (see end)
-            self._lag = LoopLag.of(loop)
-            self._lag.acquire()
         try:
             # Started here when the stream is idle, but owned by the session: an abort (cancelling this task)
             # never cuts it in half; a bot that does not read is disconnected by the write deadline.
