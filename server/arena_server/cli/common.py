@@ -192,7 +192,8 @@ def settle_heap() -> None:
     few objects per move, and each collection also walks the young match
     state, so at the default every second or so of play paid several
     milliseconds. Cyclic garbage is still collected, only in larger batches.
-    ``bench/bench_remote.py`` (3): about 7 us less server CPU per remote move.
+    ``bench/bench_remote.py`` (3), pinned, with and without this call: 64.5 against 70.3 us of
+    server CPU per remote move (docs/performance.md, fifth pass).
     """
     gc.collect()
     gc.freeze()
