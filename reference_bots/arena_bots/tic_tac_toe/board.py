@@ -14,6 +14,9 @@ the lab's ``n`` x ``n`` int64 array (0 empty, -1 for seat 0, the first mover,
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,6 +42,38 @@ def lab_player(seat: int) -> int:
     return -1 if seat == 0 else 1
 
 
+WARM_BOARD = (0, -1, -1, -1, 1, -1, -1, -1, -1)
+"""The 3x3 position a bot first searches outside the clock: one mark each, seat 0 to move, no threat."""
+
+_WARMED: set[tuple[type, str]] = set()
+_WARM_LOCK = threading.Lock()
+
+
+def warm_once(bot: TicTacToeBot) -> None:
+    """Run ``bot``'s kernels once per process, on a copy of it, before its first match's clock starts.
+
+    numba compiles (or loads from its cache) a kernel the first time it is
+    called: up to a second for the recursive searches, which cannot be cached.
+    Done in the first move, that second was charged to the bot's clock and
+    stalled the server for as long. ``on_match_start`` is not timed, so the
+    copy searches :data:`WARM_BOARD` there instead (a time-budgeted search for
+    10 ms at most). A failure here is left to the match itself to meet.
+    """
+    key = (type(bot), getattr(bot, "name", ""))
+    if key in _WARMED:
+        return
+    with _WARM_LOCK:
+        if key in _WARMED:
+            return
+        _WARMED.add(key)
+        scratch = copy.deepcopy(bot)
+        scratch.rows = scratch.cols = scratch.k = 3
+        if hasattr(scratch, "seconds"):
+            scratch.seconds = min(scratch.seconds, 0.01)
+        with contextlib.suppress(Exception):
+            scratch.choose(np.array(WARM_BOARD, dtype=np.int8), 0)
+
+
 class TicTacToeBot(Bot):
     """Base of the tic-tac-toe bots: board parameters, the refusal check and the board conversion.
 
@@ -57,6 +92,7 @@ class TicTacToeBot(Bot):
         self.cols = int(match.params.get("cols", 3))
         self.k = int(match.params.get("k", 3))
         self.check_board(self.rows, self.cols, self.k)
+        warm_once(self)
 
     def check_board(self, rows: int, cols: int, k: int) -> None:
         """Raise :class:`UnsupportedBoard` if this bot cannot play ``rows`` x ``cols``, ``k`` in a row."""
