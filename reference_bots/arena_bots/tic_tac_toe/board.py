@@ -65,13 +65,13 @@ def warm_once(bot: TicTacToeBot) -> None:
     with _WARM_LOCK:
         if key in _WARMED:
             return
-        _WARMED.add(key)
-        scratch = copy.deepcopy(bot)
-        scratch.rows = scratch.cols = scratch.k = 3
-        if hasattr(scratch, "seconds"):
-            scratch.seconds = min(scratch.seconds, 0.01)
         with contextlib.suppress(Exception):
+            scratch = copy.deepcopy(bot)
+            scratch.rows = scratch.cols = scratch.k = 3
+            if hasattr(scratch, "seconds"):
+                scratch.seconds = min(scratch.seconds, 0.01)
             scratch.choose(np.array(WARM_BOARD, dtype=np.int8), 0)
+        _WARMED.add(key)  # after the search: another thread starting a match meanwhile waited for it
 
 
 class TicTacToeBot(Bot):
