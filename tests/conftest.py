@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fnmatch
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,46 @@ def files_named(root: Path | str, pattern: str) -> list[Path]:
     for folder, dirs, files in os.walk(root):
         found.extend(Path(folder, name) for name in (*dirs, *files) if fnmatch.fnmatch(name, pattern))
     return found
+
+
+@dataclass
+class LoopWork:
+    """What an event loop was asked to do inside :func:`counting_loop_work`."""
+
+    tasks: int = 0
+    timers: int = 0
+    """``call_at`` calls (``call_later`` goes through it)."""
+    callbacks: int = 0
+    """``call_soon`` calls."""
+
+
+@contextlib.contextmanager
+def counting_loop_work(loop: asyncio.AbstractEventLoop) -> Iterator[LoopWork]:
+    """Count the tasks created, timers set and callbacks scheduled on ``loop`` inside the block."""
+    work = LoopWork()
+    previous_factory = loop.get_task_factory()
+    call_at, call_soon = loop.call_at, loop.call_soon
+
+    def counting_factory(lp: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        work.tasks += 1
+        return asyncio.Task(coro, loop=lp, **kwargs)
+
+    def counting_call_at(when: float, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        work.timers += 1
+        return call_at(when, callback, *args, **kwargs)
+
+    def counting_call_soon(callback: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Handle:
+        work.callbacks += 1
+        return call_soon(callback, *args, **kwargs)
+
+    loop.set_task_factory(counting_factory)
+    loop.call_at = counting_call_at  # type: ignore[method-assign,assignment]
+    loop.call_soon = counting_call_soon  # type: ignore[method-assign,assignment]
+    try:
+        yield work
+    finally:
+        loop.set_task_factory(previous_factory)
+        del loop.call_at, loop.call_soon
 
 
 def in_thread(fn: Callable[..., T], *args: Any) -> T:

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,7 +32,7 @@ from arena_server.referee.clock import LoopLag
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, counting_loop_work
 from tests.server._stdio_helpers import PROTO_BOT_PRELUDE, RELAXED, seat_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,30 +49,11 @@ class Paper(Bot):
 
 async def test_a_remote_match_costs_no_task_and_no_timer_per_move(live_server: LiveServer) -> None:
     loop = asyncio.get_running_loop()
-    tasks = 0
-    timers = 0
-    previous_factory = loop.get_task_factory()
-    call_at = loop.call_at
-
-    def counting_factory(lp: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        nonlocal tasks
-        tasks += 1
-        return asyncio.Task(coro, loop=lp, **kwargs)
-
-    def counting_call_at(when: float, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-        nonlocal timers
-        timers += 1
-        return call_at(when, callback, *args, **kwargs)
-
     client = Client(Paper(), live_server.address, name="lean", threaded=False)
     await client.play(opponent="rock", params={"rounds": 10})  # connections and caches warmed up
-    loop.set_task_factory(counting_factory)
-    loop.call_at = counting_call_at  # type: ignore[method-assign,assignment]
-    try:
+    with counting_loop_work(loop) as work:
         results = await client.play(opponent="rock", params={"rounds": ROUNDS})
-    finally:
-        loop.set_task_factory(previous_factory)
-        del loop.call_at
+    tasks, timers = work.tasks, work.timers
     assert results[0].termination == Termination.NORMAL and results[0].returns[0] == float(ROUNDS)
     print(f"\n{ROUNDS} remote moves: {tasks} tasks and {timers} timers created (client and server together)")
     # Per match: the connection, the session's reader and pinger, the match; the fair-clock monitor

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from arena_server.seats.framing import Framing
 from arena_server.seats.process import STDIN_BACKLOG_LIMIT, BotProgram
 from arena_server.seats.sandbox import Limits
 from arena_server.seats.subprocess_seat import SubprocessSeat
-from tests.conftest import in_thread
+from tests.conftest import counting_loop_work, in_thread
 from tests.server._stdio_helpers import PROTO_BOT_PRELUDE, PYTHON, TEST_LIMITS, marker, processes_with
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,25 +102,6 @@ async def test_a_stdio_move_goes_through_no_transport_no_task_and_no_timer() -> 
     seat = SubprocessSeat(program, SeatInfo(0, "lean", 1, "subprocess"))
     loop = asyncio.get_running_loop()
     watchers = LoopLag.of(loop).users
-    tasks = timers = callbacks = 0
-    previous_factory = loop.get_task_factory()
-    call_at, call_soon = loop.call_at, loop.call_soon
-
-    def counting_factory(lp: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        nonlocal tasks
-        tasks += 1
-        return asyncio.Task(coro, loop=lp, **kwargs)
-
-    def counting_call_at(when: float, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-        nonlocal timers
-        timers += 1
-        return call_at(when, callback, *args, **kwargs)
-
-    def counting_call_soon(callback: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Handle:
-        nonlocal callbacks
-        callbacks += 1
-        return call_soon(callback, *args, **kwargs)
-
     try:
         assert await seat.start(_info(seat, "lean")) is None
         process = seat._process
@@ -131,15 +111,9 @@ async def test_a_stdio_move_goes_through_no_transport_no_task_and_no_timer() -> 
         assert transport.get_pipe_transport(0) is None and transport.get_pipe_transport(1) is None
         assert transport.get_pipe_transport(2) is not None
         answers = [await seat.ask(_turn("lean", n), (), 10.0) for n in range(1, 11)]  # warmed up
-        loop.set_task_factory(counting_factory)
-        loop.call_at = counting_call_at  # type: ignore[method-assign,assignment]
-        loop.call_soon = counting_call_soon  # type: ignore[method-assign,assignment]
-        try:
+        with counting_loop_work(loop) as work:
             for n in range(11, MOVES + 1):
                 answers.append(await seat.ask(_turn("lean", n), (), 10.0))
-        finally:
-            loop.set_task_factory(previous_factory)
-            del loop.call_at, loop.call_soon
     finally:
         await seat.close()
     assert [a.failure for a in answers] == [None] * MOVES, [a.reason for a in answers if a.failure][:1]
@@ -147,13 +121,13 @@ async def test_a_stdio_move_goes_through_no_transport_no_task_and_no_timer() -> 
     assert LoopLag.of(loop).users == watchers
     assert [a.action for a in answers] == [n % 3 for n in range(1, MOVES + 1)]
     counted = MOVES - 10
-    print(f"\n{counted} stdio moves: {tasks} tasks, {timers} timers, {callbacks} callbacks scheduled")
-    assert tasks == 0, f"{tasks} tasks for {counted} moves"
+    print(f"\n{counted} stdio moves: {work.tasks} tasks, {work.timers} timers, {work.callbacks} callbacks scheduled")
+    assert work.tasks == 0, f"{work.tasks} tasks for {counted} moves"
     # The turn deadline keeps one timer; the fair-clock monitor ticks every 5 ms.
-    assert timers < counted // 10, f"{timers} timers for {counted} moves: something sets a timer per move"
+    assert work.timers < counted // 10, f"{work.timers} timers for {counted} moves: something sets a timer per move"
     # One callback per move: the answer's future waking the asking coroutine. A pipe transport's
     # protocol hop, or a write queued for a later iteration, would add another.
-    assert callbacks <= counted * 1.1, f"{callbacks} callbacks for {counted} moves"
+    assert work.callbacks <= counted * 1.1, f"{work.callbacks} callbacks for {counted} moves"
 
 
 async def _slow_reader(updates: int) -> tuple[int, int, str, int | None]:
