@@ -142,9 +142,7 @@ def encode_turn(message: bs.ServerMessage, framing: Framing) -> bytes:
     same as :func:`encode`'s.
     """
     if framing is Framing.PROTO:
-        payload = message.SerializeToString()
-        size = len(payload)
-        return (_ONE_BYTE_VARINTS[size] if size < 0x80 else encode_varint(size)) + payload
+        return delimited(message.SerializeToString())
     return encode(message, framing)
 
 

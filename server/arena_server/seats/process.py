@@ -232,8 +232,7 @@ class BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
         except (BlockingIOError, InterruptedError):
             written = 0
         except OSError:  # EPIPE and the like: the bot is gone; its exit is reported by the stdout side
-            self.stdin_lost = True
-            self._close_stdin()
+            self._stdin_gone()
             return True
         if written == len(data):
             return True
@@ -249,8 +248,7 @@ class BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            self.stdin_lost = True
-            self._close_stdin()
+            self._stdin_gone()
             return
         del backlog[:written]
         if not backlog:
@@ -259,6 +257,7 @@ class BotPipes(asyncio.subprocess.SubprocessStreamProtocol):
                 self._close_stdin()
 
     def _stdin_gone(self) -> None:
+        """The bot's end of stdin went away (a failed write, or the loop saw it): stop writing to it."""
         self.stdin_lost = True
         self._close_stdin()
 

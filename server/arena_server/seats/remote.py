@@ -75,6 +75,13 @@ def as_message(out: Outgoing) -> bs.ServerMessage:
     return bs.ServerMessage.FromString(out) if type(out) is bytes else out  # type: ignore[return-value]
 
 
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    """Let every waiter go on (one cancelled meanwhile is skipped)."""
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+
+
 class SessionClosed(Exception):
     """The session's stream is gone."""
 
@@ -158,9 +165,7 @@ class RemoteSession:
 
     def _settle(self) -> None:
         waiters, self._settle_waiters = self._settle_waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        _wake(waiters)
 
     # -- writing ------------------------------------------------------------------------------------
 
@@ -353,9 +358,7 @@ class RemoteSession:
         """Nothing is queued: whoever waits in :meth:`drained` goes on."""
         if self._idle_waiters:
             waiters, self._idle_waiters = self._idle_waiters, []
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+            _wake(waiters)
 
     def _drop_outbox(self) -> None:
         """Drop every queued message; their ``on_written`` callbacks run (see :meth:`send_nowait`)."""

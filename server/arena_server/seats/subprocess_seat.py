@@ -482,7 +482,7 @@ class SubprocessSeat(Seat):
 
     def _on_action(self, action: bs.Action, received: float) -> None:
         pending = self._pending
-        if pending is not None and not pending[1].done():  # the common case first: the awaited answer
+        if pending is not None and not pending[1].done():  # the awaited answer (the only place it is taken)
             match_id = self._match_id
             if match_id is not None and action.turn_id == pending[0] and action.match_id == match_id:
                 self._answered.add(pending[0])
@@ -500,11 +500,6 @@ class SubprocessSeat(Seat):
                 reason,
                 bs.Error(code=bs.ERROR_CODE_UNKNOWN_TURN, message=reason, fatal=True),
             )
-            return
-        if pending is not None and action.turn_id == pending[0] and not pending[1].done():
-            self._answered.add(action.turn_id)
-            self._last_received = action.turn_id
-            pending[1].set_result((action.action, received))
             return
         if 0 < action.turn_id <= self._latest_turn:
             why = "it was already answered" if action.turn_id in self._answered else "it has expired"
