@@ -13,7 +13,10 @@
    process and 64 concurrent ping-pong streams from this one. Both sides
    start cold (no warm-up) and every round trip timed is counted. CPU time
    per round trip is printed for the server process and for this one (the
-   clients): whichever side is at 100% of its core sets the rate.
+   clients): whichever side is at 100% of its core sets the rate. Both
+   servers run their helper threads (gRPC's, all but the event loop's) under
+   the same scheduling policy: ``arena serve``'s default ``--helper-threads
+   batch`` unless ``--helper-threads normal`` is given.
 
 Each pair runs ``REPEATS`` times, interleaved, so background load hits both
 alike; a ratio is the median of the per-repeat ratios (the baseline measured
@@ -62,7 +65,7 @@ MATCHES = 64
 LOAD_ROUNDS = 300
 
 ECHO_SERVER = """
-import asyncio, sys
+import asyncio, os, sys, threading
 import grpc
 
 async def echo(request_iterator, context):
@@ -75,6 +78,10 @@ async def main():
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("bench.Echo", {"Ping": handler})])
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
+    if sys.argv[1] == "batch":  # as arena serve --helper-threads batch: every thread but the loop's
+        for tid in os.listdir("/proc/self/task"):
+            if int(tid) != threading.get_native_id():
+                os.sched_setscheduler(int(tid), os.SCHED_BATCH, os.sched_param(0))
     print(port, flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes stdin
     await server.stop(0)
@@ -213,7 +220,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def arena_process(extra: list[str], cpu: int | None = None) -> Iterator[tuple[int, int]]:
+def arena_process(extra: list[str], cpu: int | None = None, helper_threads: str = "batch") -> Iterator[tuple[int, int]]:
     """``arena serve`` (no ladder, a scratch database) in its own process; yields its port and pid."""
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -221,7 +228,7 @@ def arena_process(extra: list[str], cpu: int | None = None) -> Iterator[tuple[in
             [
                 *(sys.executable, "-m", "arena_server.cli", "serve", "--no-http", "--port", str(port)),
                 *("--host", "127.0.0.1"),
-                *("--no-ladder", "--db", os.path.join(tmp, "bench.db"), *extra),
+                *("--no-ladder", "--db", os.path.join(tmp, "bench.db"), "--helper-threads", helper_threads, *extra),
             ],
             preexec_fn=pinned(cpu),  # sets the CPU affinity only
             stdout=subprocess.PIPE,
@@ -237,10 +244,10 @@ def arena_process(extra: list[str], cpu: int | None = None) -> Iterator[tuple[in
 
 
 @contextlib.contextmanager
-def echo_process(cpu: int | None = None) -> Iterator[tuple[int, int]]:
-    """The bare echo server in its own process; yields its port and pid."""
+def echo_process(cpu: int | None = None, helper_threads: str = "batch") -> Iterator[tuple[int, int]]:
+    """The bare echo server in its own process, its helper threads as ``arena serve``'s; yields its port and pid."""
     server = subprocess.Popen(
-        [sys.executable, "-c", ECHO_SERVER],
+        [sys.executable, "-c", ECHO_SERVER, helper_threads],
         preexec_fn=pinned(cpu),  # sets the CPU affinity only
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -271,6 +278,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=REPEATS)
     parser.add_argument("--serve-args", default="", help="extra `arena serve` arguments for (3), e.g. --uvloop")
+    parser.add_argument(
+        "--helper-threads",
+        choices=("batch", "normal"),
+        default="batch",
+        help="scheduling policy of both servers' helper threads in (3) (default batch, as arena serve's default)",
+    )
     parser.add_argument(
         "--pin", type=int, metavar="CPU", help="run on this CPU only (servers of (3) on it, clients off it)"
     )
@@ -311,20 +324,23 @@ def main() -> None:
         os.sched_setaffinity(0, set(others))  # the clients of (3), off the servers' CPU
     for _ in range(max(args.repeats // 2, 1)):
         rate, server, clients = loaded(
-            lambda port: bare_throughput(port, MATCHES, LOAD_ROUNDS), echo_process(server_cpu)
+            lambda port: bare_throughput(port, MATCHES, LOAD_ROUNDS),
+            echo_process(server_cpu, args.helper_threads),
         )
         bare_rates.append(rate)
         cpu["bare"].append(server)
         cpu["bare clients"].append(clients)
         rate, server, clients = loaded(
-            lambda port: arena_throughput(port, MATCHES, LOAD_ROUNDS), arena_process(extra, server_cpu)
+            lambda port: arena_throughput(port, MATCHES, LOAD_ROUNDS),
+            arena_process(extra, server_cpu, args.helper_threads),
         )
         arena_rates.append(rate)
         cpu["arena"].append(server)
         cpu["arena clients"].append(clients)
     print(
         f"{MATCHES} concurrent streams, server in its own process{' (' + args.serve_args + ')' if extra else ''}, "
-        f"clients in this one, {max(args.repeats // 2, 1)} interleaved repeats:"
+        f"clients in this one, {max(args.repeats // 2, 1)} interleaved repeats; "
+        f"both servers' helper threads {args.helper_threads}:"
     )
     print(
         f"  bare  {statistics.median(bare_rates):8.0f} round trips/s   server CPU "

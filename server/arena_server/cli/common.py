@@ -7,7 +7,9 @@ import errno
 import gc
 import os
 import socket
+import sys
 import tempfile
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -199,3 +201,72 @@ def settle_heap() -> None:
     gc.freeze()
     young, middle, old = gc.get_threshold()
     gc.set_threshold(max(young, YOUNG_GC_THRESHOLD), middle, old)
+
+
+HELPER_THREADS = ("batch", "normal")
+"""Choices of ``--helper-threads``: the scheduling policy of a serving process's threads other than its event loop's."""
+
+
+def batch_helper_threads() -> str | None:
+    """Run every thread of this process except the calling one (the event loop's) under ``SCHED_BATCH`` (Linux).
+
+    gRPC's asyncio integration has helper threads: gRPC core's event-engine
+    threads do the network I/O, and a poller thread takes each completed
+    read or write from core and wakes the event loop through a socket. Under
+    the normal policy each of those wake-ups preempts the event-loop thread
+    when they share a core, and switches back: ``bench/bench_remote.py`` (3)
+    counted 5.5 context switches and 32 us of kernel time per remote move on
+    the pinned server. A ``SCHED_BATCH`` thread does not preempt the running
+    thread when it wakes (the scheduler's tick still shares the core fairly),
+    so the completions wait until the loop next polls and are handled
+    together: 0.8 switches and 17 us per move, and the loop's Python runs
+    uninterrupted (docs/performance.md, sixth pass).
+
+    The calling thread keeps the normal policy, so what it starts keeps it
+    too: the bots' subprocesses (a child takes the policy of the thread that
+    forks it) and the threads it creates later. Threads that gRPC's own
+    threads start later inherit ``SCHED_BATCH``. Setting it needs no
+    privilege.
+
+    Returns:
+        None when done, else why it could not be (not Linux, or the kernel refused): the caller says so
+        and serves on, only slower.
+    """
+    if not sys.platform.startswith("linux") or not hasattr(os, "sched_setscheduler"):
+        return f"scheduling policies are Linux only (this is {sys.platform})"
+    me = threading.get_native_id()
+    try:
+        tids = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError as exc:
+        return f"cannot list this process's threads: {exc}"
+    batch = os.sched_param(0)
+    for tid in tids:
+        if tid == me:
+            continue
+        try:
+            os.sched_setscheduler(tid, os.SCHED_BATCH, batch)
+        except ProcessLookupError:
+            continue  # the thread ended meanwhile
+        except OSError as exc:
+            return f"the kernel refused SCHED_BATCH for thread {tid}: {exc}"
+    return None
+
+
+def add_helper_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """``--helper-threads {batch,normal}`` of ``arena serve``."""
+    parser.add_argument(
+        "--helper-threads",
+        choices=HELPER_THREADS,
+        default="batch",
+        help="scheduling policy of gRPC's helper threads (default batch: their wake-ups do not preempt the "
+        "event loop, which saves context switches under load; normal: the kernel's default). Linux only",
+    )
+
+
+def apply_helper_threads(policy: str, who: str = "arena") -> None:
+    """Apply ``--helper-threads`` once the server's threads exist; a one-line warning on stderr if it cannot."""
+    if policy != "batch":
+        return
+    why = batch_helper_threads()
+    if why is not None:
+        print(f"{who}: --helper-threads batch: {why}; serving with the normal policy", file=sys.stderr, flush=True)

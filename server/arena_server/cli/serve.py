@@ -9,6 +9,8 @@ start.
 
 ``--uvloop`` runs the server on uvloop (the optional extra ``arena[uvloop]``)
 instead of the standard asyncio loop; docs/performance.md gives what it buys.
+``--helper-threads`` sets the scheduling policy of gRPC's helper threads
+(default ``batch``; see :func:`arena_server.cli.common.batch_helper_threads`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from arena_server.api.server import build_server
 from arena_server.bots.registry import check_sandbox, prepare_registry
 from arena_server.cli import CliError
 from arena_server.cli.common import (
+    add_helper_threads_argument,
     add_time_control_arguments,
+    apply_helper_threads,
     check_can_listen,
     open_database,
     settle_heap,
@@ -89,6 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="run on uvloop instead of the standard asyncio event loop (needs pip install 'arena[uvloop]')",
     )  # issue 20
+    add_helper_threads_argument(p)  # issue 20
     add_time_control_arguments(p)
     add_ladder_arguments(p)  # issue 5
     p.set_defaults(func=run)
@@ -135,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 args.allow_unsandboxed_uploads,
                 args.shutdown_grace,
                 ladder_config(args),
+                helper_threads=args.helper_threads,
             )
         )
     return loop_runner(args.uvloop)(
@@ -148,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
             allow_unsandboxed=args.allow_unsandboxed_uploads,
             grace=args.shutdown_grace,
             http_port=None if args.no_http else args.http_port,
+            helper_threads=args.helper_threads,
         )
     )
 
@@ -162,6 +169,7 @@ async def _serve(
     allow_unsandboxed: bool = False,
     grace: float = 10.0,
     http_port: int | None = 8080,
+    helper_threads: str = "batch",
 ) -> int:
     store = await open_database(db)
     hub = Hub(store, hosted_bots(), tc)  # type: ignore[arg-type]
@@ -213,6 +221,7 @@ async def _serve(
             flush=True,
         )
     settle_heap()  # everything long-lived exists now
+    apply_helper_threads(helper_threads)  # gRPC's threads exist now
     bots = ", ".join(sorted(hub.hosted))
     print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
     if web is not None:

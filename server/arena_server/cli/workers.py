@@ -29,7 +29,7 @@ from pathlib import Path
 
 from arena_client import TimeControl
 from arena_server.cli import CliError
-from arena_server.cli.common import settle_heap
+from arena_server.cli.common import apply_helper_threads, settle_heap
 from arena_server.ladder.scheduler import LadderConfig
 
 
@@ -47,6 +47,8 @@ class WorkerConfig:
     grace: float
     ladder: LadderConfig | None = None
     """This worker's share of the rated ladder (None: no ladder)."""
+    helper_threads: str = "batch"
+    """``--helper-threads``: the scheduling policy of the worker's gRPC helper threads."""
 
 
 def ladder_share(config: LadderConfig, index: int, workers: int) -> LadderConfig:
@@ -103,6 +105,7 @@ async def serve_workers(
     allow_unsandboxed: bool,
     grace: float,
     ladder: LadderConfig | None = None,
+    helper_threads: str = "batch",
 ) -> int:
     """Run the main process of a multi-process server until SIGTERM/SIGINT; returns the exit status.
 
@@ -153,6 +156,7 @@ async def serve_workers(
                     data_dir,
                     grace,
                     None if ladder is None else ladder_share(ladder, i, workers),
+                    helper_threads,
                 ),
             ),
             name=f"arena-worker-{i}",
@@ -310,6 +314,7 @@ async def _worker(config: WorkerConfig) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     settle_heap()
+    apply_helper_threads(config.helper_threads, f"arena: worker {config.index}")
     await store.announce_ready(config.index)
     ladder = None
     if config.ladder is not None:

@@ -1,0 +1,105 @@
+"""A serving process runs gRPC's helper threads under SCHED_BATCH, and nothing else.
+
+``batch_helper_threads`` is checked in a child interpreter (it changes the
+scheduling policy of the process's threads, which the test process should
+keep); ``arena serve`` and its ``--workers`` processes are checked from the
+outside, through ``/proc``, as real server processes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.ladder.test_crash import close, serve
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="scheduling policies are Linux only")
+
+SCHED_OTHER, SCHED_BATCH = 0, 3
+
+
+def policies(pid: int) -> dict[int, tuple[str, int]]:
+    """Thread id -> (name, scheduling policy) of every thread of process ``pid``."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except FileNotFoundError:
+            continue  # ended meanwhile
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()  # fields[0] is field 3 (state); the policy is field 41
+        out[int(tid)] = (name, int(fields[38]))
+    return out
+
+
+def test_batch_helper_threads_leaves_the_calling_thread_and_what_it_starts_normal() -> None:
+    code = """
+import asyncio, os, subprocess, sys, threading
+import grpc
+from arena_server.cli.common import batch_helper_threads
+
+def policy(tid):
+    return int(open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()[38])
+
+async def main():
+    server = grpc.aio.server()
+    server.add_insecure_port("127.0.0.1:0")
+    await server.start()  # gRPC's helper threads exist now
+    print("done", batch_helper_threads())
+    me = threading.get_native_id()
+    others = sorted({policy(t) for t in map(int, os.listdir("/proc/self/task")) if t != me})
+    print("main", policy(me), "others", *others)
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"],
+                           capture_output=True, text=True, check=True).stdout.split()[0]
+    later = []
+    thread = threading.Thread(target=lambda: later.append(os.sched_getscheduler(0)))
+    thread.start(); thread.join()
+    print("child", child, "new-thread", later[0])
+    await server.stop(0)
+
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0] == "done None", out
+    assert lines[1] == f"main {SCHED_OTHER} others {SCHED_BATCH}", out  # every helper thread, and only they
+    assert lines[2] == f"child {SCHED_OTHER} new-thread {SCHED_OTHER}", out  # bots and later threads: normal
+
+
+@pytest.mark.parametrize("policy", ["batch", "normal"])
+def test_arena_serve_runs_its_helper_threads_under_the_chosen_policy(tmp_path: Path, policy: str) -> None:
+    args = ["--no-ladder"] if policy == "batch" else ["--no-ladder", "--helper-threads", "normal"]
+    proc = serve(tmp_path / "arena.db", *args)
+    try:
+        threads = policies(proc.pid)
+    finally:
+        proc.terminate()
+        err = close(proc)
+    assert "--helper-threads" not in err, err  # applied without a warning
+    main = threads.pop(proc.pid)
+    assert main[1] == SCHED_OTHER, main  # the event loop's thread, whose children are the bots
+    names = {name for name, _ in threads.values()}
+    assert "event_engine" in names, names  # gRPC core's I/O threads are among them
+    want = SCHED_BATCH if policy == "batch" else SCHED_OTHER
+    assert {p for _, p in threads.values()} == {want}, threads
+
+
+def test_each_worker_runs_its_helper_threads_batch(tmp_path: Path) -> None:
+    proc = serve(tmp_path / "arena.db", "--workers", "2", "--no-ladder")
+    try:
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True)
+        children = [int(pid) for pid in out.stdout.split()]
+        # (multiprocessing's resource tracker is a child too)
+        workers = [pid for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        seen = {pid: policies(pid) for pid in workers}
+    finally:
+        proc.terminate()
+        close(proc)
+    assert len(workers) == 2, out
+    for pid, threads in seen.items():
+        assert threads.pop(pid)[1] == SCHED_OTHER, (pid, threads)
+        assert threads and {p for _, p in threads.values()} == {SCHED_BATCH}, (pid, threads)
