@@ -1,5 +1,6 @@
 """A match's start, and its end when no rating or failure hook rides along, are each one transaction
-run in one hop to the database thread; a failure inside one rolls all of it back.
+run in one hop to the database thread; a failure inside one rolls all of it back. A bot's Hello
+looks its name up in one hop.
 
 A real SQLite file; the records come from real in-process matches.
 """
@@ -15,12 +16,15 @@ from typing import Any
 import pytest
 
 import arena_bots
+from arena.v1 import bot_session_pb2 as bs
 from arena_client import SeatInfo, Termination
 from arena_games import load_game
 from arena_server.referee.loop import play_match
 from arena_server.referee.records import MatchRecord
 from arena_server.seats.in_process import InProcessSeat
 from arena_server.store.database import Store
+from tests.conftest import LiveServer
+from tests.fakes.grpc_bots import RawBot
 
 
 async def finished_match() -> MatchRecord:
@@ -81,3 +85,37 @@ async def test_a_failing_start_leaves_nothing_behind_and_the_store_goes_on(tmp_p
         assert stored is not None and stored.termination == Termination.NORMAL
     finally:
         await store.close()
+
+
+async def test_a_hello_asks_the_database_once_and_a_guests_match_three_times(live_server: LiveServer) -> None:
+    registry = live_server.hub.registry
+    assert registry is not None
+    token = await registry.register("Hop-Counter")
+    hops = count_hops(live_server.store)
+    async with live_server.channel() as channel:
+        bot = RawBot(channel)
+        welcome = await bot.hello("hop-guest", ("rps",))
+        assert welcome.WhichOneof("kind") == "welcome" and welcome.welcome.guest
+        assert len(hops) == 1  # the name's registered look-alike and its token hash, together
+        await bot.challenge("rock", rounds=1)
+        turn = (await bot.recv_kind("turn")).turn
+        await bot.send(bs.BotMessage(action=bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=1)))
+        ended = await bot.recv_kind("match_ended")
+        assert ended.match_ended.termination == Termination.NORMAL
+        await bot.recv_kind("challenge_status")
+    # The guest check before seating it (the name may have been registered since), the start, the end.
+    assert len(hops) == 4, hops
+    hops.clear()
+    async with live_server.channel() as channel:  # a look-alike of a registered name is refused, from one hop
+        refused = await RawBot(channel).hello("hop-counter", ("rps",))
+    assert refused.error.code == bs.ERROR_CODE_NAME_TAKEN and "'Hop-Counter'" in refused.error.message
+    assert len(hops) == 1
+    hops.clear()
+    async with live_server.channel() as channel:  # the registered name itself needs its token
+        raw = RawBot(channel)
+        await raw.send(
+            bs.BotMessage(hello=bs.Hello(protocol_version="arena.v1", name="Hop-Counter", token=token, games=["rps"]))
+        )
+        owner = await raw.recv()
+    assert owner.WhichOneof("kind") == "welcome" and not owner.welcome.guest
+    assert len(hops) == 1

@@ -184,7 +184,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                     fatal=True,
                 )
                 return False
-            registered = await self._registered_like(name)
+            registered, stored = await self._lookup(name)
             if registered is not None and registered != name:
                 await session.error(
                     bs.ERROR_CODE_NAME_TAKEN,
@@ -193,7 +193,6 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                     fatal=True,
                 )
                 return False
-            stored = await hub.store.bot_token_hash(name) if hub.store is not None else None
             if stored is not None:
                 if not hello.token or hash_token(hello.token) != stored:
                     await session.error(
@@ -225,14 +224,13 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         )
         return True
 
-    async def _registered_like(self, name: str) -> str | None:
-        """The registered bot name ``name`` normalises to, or None."""
+    async def _lookup(self, name: str) -> tuple[str | None, str | None]:
+        """The registered bot name ``name`` normalises to (or None), and the token hash of ``name`` (or None)."""
         hub = self.hub
         if hub.registry is not None:
-            return await hub.registry.registered_like(name)
-        if hub.store is not None and await hub.store.bot_token_hash(name) is not None:
-            return name
-        return None
+            return await hub.registry.lookup(name)
+        stored = await hub.store.bot_token_hash(name) if hub.store is not None else None
+        return (None if stored is None else name), stored
 
     async def _read(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> bs.BotMessage | None:
         """One message from the bot, or None when the stream ended (the session is then closed)."""

@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import shutil
+import sqlite3
 import string
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -348,12 +349,28 @@ class BotRegistry:
 
     async def registered_like(self, name: str) -> str | None:
         """The registered name that ``name`` normalises to (itself included), or None."""
+        return (await self.lookup(name))[0]
+
+    async def lookup(self, name: str) -> tuple[str | None, str | None]:
+        """What a Hello needs to know of ``name``, in one hop to the database thread.
+
+        Returns:
+            The registered name ``name`` normalises to (itself included) or None, and the token hash
+            registered under ``name`` itself or None.
+        """
         key = name_key(name)
-        async with self.store.conn.execute("SELECT name FROM bots") as cur:
-            for (other,) in await cur.fetchall():
-                if name_key(other) == key:
-                    return str(other)
-        return None
+
+        def find(db: sqlite3.Connection) -> tuple[str | None, str | None]:
+            like: str | None = None
+            token: str | None = None
+            for other, token_hash in db.execute("SELECT name, token_hash FROM bots"):
+                if other == name:
+                    token = token_hash
+                if like is None and name_key(other) == key:
+                    like = str(other)
+            return like, token
+
+        return await self.store.read(find)
 
     async def check_token(self, name: str, token: str) -> None:
         """Raise RegistryError unless ``token`` is the token of the registered bot ``name``."""

@@ -410,6 +410,16 @@ class Store:
         record.match_id = str(match_id)
         return record.match_id
 
+    async def read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run the read-only ``work`` on the connection's own thread: one hop to it and back.
+
+        ``async with conn.execute(...)`` and a fetch are three hops (execute,
+        fetch, close); a bot's Hello made six queries of them. ``work`` gets
+        the plain ``sqlite3`` connection (see :meth:`_transaction`).
+        """
+        conn = self.conn
+        return await conn._execute(lambda: work(conn._conn))  # type: ignore[no-any-return,no-untyped-call]
+
     async def _transaction(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work`` as one write transaction on the connection's own thread: one hop to it and back.
 
@@ -631,9 +641,12 @@ class Store:
 
     async def bot_token_hash(self, name: str) -> str | None:
         """The stored token hash of a registered bot name, or None if it is not registered."""
-        async with self.conn.execute("SELECT token_hash FROM bots WHERE name = ?", (name,)) as cur:
-            row = await cur.fetchone()
-        return row[0] if row else None
+
+        def find(db: sqlite3.Connection) -> str | None:
+            row = db.execute("SELECT token_hash FROM bots WHERE name = ?", (name,)).fetchone()
+            return row[0] if row else None
+
+        return await self.read(find)
 
 
 def _lock(path: str) -> int:
