@@ -8,12 +8,14 @@
    match against the hosted ``rock`` bot; per round = one Turn out, one
    Action back, plus refereeing. Measured with ``act`` in a worker thread
    (the SDK default) and inline.
-3. Throughput: ``arena serve`` in its own process and 64 SDK clients in this
-   one, 64 concurrent matches, against the bare echo server in its own
-   process and 64 concurrent ping-pong streams from this one. Both sides
-   start cold (no warm-up) and every round trip timed is counted. CPU time
-   per round trip is printed for the server process and for this one (the
-   clients): whichever side is at 100% of its core sets the rate. Both
+3. Throughput: ``arena serve`` in its own process and 64 SDK clients in a
+   process of their own (``remote_clients.py``, which imports what a bot
+   process imports), 64 concurrent matches, against the bare echo server in
+   its own process and 64 concurrent ping-pong streams from a clients
+   process alike. Both sides start cold (no warm-up) and every round trip
+   timed is counted. CPU time per round trip is printed for the server
+   process and for the clients' process: whichever side is at 100% of its
+   core sets the rate. Both
    servers run their helper threads (gRPC's, all but the event loop's) under
    the same scheduling policy: ``arena serve``'s default ``--helper-threads
    batch`` unless ``--helper-threads normal`` is given.
@@ -41,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import statistics
@@ -48,16 +51,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
+from remote_clients import Scissors, ping_pong
 
 import arena_bots
-from arena.v1 import bot_session_pb2 as bs
-from arena_client import Bot, Turn
 from arena_client.remote import Client
 from arena_server.api.server import running_server
 from arena_server.matches.hub import Hub
+
+CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "remote_clients.py")
 
 ROUNDS = 1000
 REPEATS = 5
@@ -90,26 +94,6 @@ asyncio.run(main())
 """
 
 
-class Scissors(Bot):
-    """Always scissors; notes when each ``act`` is called (one stamp per round)."""
-
-    name = "bench-bot"
-    games = ("rps",)
-
-    def __init__(self) -> None:
-        self.stamps: list[float] = []
-
-    def act(self, turn: Turn) -> int:
-        self.stamps.append(time.perf_counter())
-        return 2
-
-
-def turn_payload() -> bytes:
-    turn = bs.ServerMessage(turn=bs.Turn(match_id="1", turn_id=1, legal_actions=[0, 1, 2]))
-    turn.turn.observation.rps.signs = 3
-    return turn.SerializeToString()
-
-
 def echo_server() -> grpc.aio.Server:
     async def echo(request_iterator, context):  # type: ignore[no-untyped-def]
         async for message in request_iterator:
@@ -119,23 +103,6 @@ def echo_server() -> grpc.aio.Server:
     handler = grpc.stream_stream_rpc_method_handler(echo)
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("bench.Echo", {"Ping": handler})])
     return server
-
-
-async def ping_pong(target: str, n: int, times: list[float] | None = None, warmup: int = 50) -> None:
-    """``n`` round trips on one echo stream (after ``warmup`` to warm up), each timed into ``times`` if given."""
-    payload = turn_payload()
-    async with grpc.aio.insecure_channel(target) as channel:
-        call = channel.stream_stream("/bench.Echo/Ping")()
-        for _ in range(warmup):
-            await call.write(payload)
-            await call.read()
-        for _ in range(n):
-            start = time.perf_counter()
-            await call.write(payload)
-            await call.read()
-            if times is not None:
-                times.append(time.perf_counter() - start)
-        await call.done_writing()
 
 
 async def bare_round_trip(n: int) -> tuple[float, float]:
@@ -166,27 +133,6 @@ async def arena_round_trip(threaded: bool) -> tuple[float, float]:
     return elapsed / ROUNDS, statistics.median(gaps)
 
 
-async def arena_throughput(port: int, matches: int, rounds: int) -> float:
-    """Remote round trips (one Turn out, one Action back) per second over ``matches`` concurrent matches."""
-    clients = [Client(Scissors(), f"127.0.0.1:{port}", name=f"load-{i}", threaded=False) for i in range(matches)]
-    start = time.perf_counter()
-    await asyncio.gather(*(c.play(opponent="rock", params={"rounds": rounds}) for c in clients))
-    elapsed = time.perf_counter() - start
-    assert all(c.results and c.results[0].termination.name == "NORMAL" for c in clients)
-    return matches * rounds / elapsed
-
-
-async def bare_throughput(port: int, streams: int, rounds: int) -> float:
-    """Echo round trips per second over ``streams`` concurrent streams (each on its own channel).
-
-    No warm-up round trips: every round trip timed is counted, and each stream
-    starts cold, as each arena client in :func:`arena_throughput` does.
-    """
-    start = time.perf_counter()
-    await asyncio.gather(*(ping_pong(f"127.0.0.1:{port}", rounds, warmup=0) for _ in range(streams)))
-    return streams * rounds / (time.perf_counter() - start)
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far (from /proc)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -194,23 +140,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def loaded(
-    run: Callable[[int], Awaitable[float]], server: contextlib.AbstractContextManager[tuple[int, int]]
-) -> tuple[float, float, float]:
-    """Run the load against a server process.
+def loaded(kind: str, server: contextlib.AbstractContextManager[tuple[int, int]]) -> tuple[float, float, float]:
+    """Run ``MATCHES`` concurrent ``kind`` (arena or bare) clients against a server process.
 
-    Returns (round trips per second, server CPU seconds per round trip, client CPU seconds per round
-    trip); the clients are this process.
+    The clients run in a process of their own (``remote_clients.py``, on this process's CPUs).
+    Returns (round trips per second, server CPU seconds per round trip, client CPU seconds per round trip).
     """
     with server as (port, pid):
         before = cpu_seconds(pid)
-        mine = time.process_time()
-        start = time.perf_counter()
-        rate = asyncio.run(run(port))
-        elapsed = time.perf_counter() - start
-        client = time.process_time() - mine
+        out = subprocess.run(
+            [sys.executable, CLIENTS, kind, str(port), str(MATCHES), str(LOAD_ROUNDS)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         cpu = cpu_seconds(pid) - before
-    return rate, cpu / (rate * elapsed), client / (rate * elapsed)
+    result = json.loads(out)
+    rate = result["rate"]
+    # The server's CPU over the clients' whole run (their start-up included) per round trip played.
+    return rate, cpu / (MATCHES * LOAD_ROUNDS), result["cpu_per_round_trip"]
 
 
 def free_port() -> int:
@@ -323,23 +271,17 @@ def main() -> None:
         others = [c for c in all_cpus if c != args.pin] or [args.pin]
         os.sched_setaffinity(0, set(others))  # the clients of (3), off the servers' CPU
     for _ in range(max(args.repeats // 2, 1)):
-        rate, server, clients = loaded(
-            lambda port: bare_throughput(port, MATCHES, LOAD_ROUNDS),
-            echo_process(server_cpu, args.helper_threads),
-        )
+        rate, server, clients = loaded("bare", echo_process(server_cpu, args.helper_threads))
         bare_rates.append(rate)
         cpu["bare"].append(server)
         cpu["bare clients"].append(clients)
-        rate, server, clients = loaded(
-            lambda port: arena_throughput(port, MATCHES, LOAD_ROUNDS),
-            arena_process(extra, server_cpu, args.helper_threads),
-        )
+        rate, server, clients = loaded("arena", arena_process(extra, server_cpu, args.helper_threads))
         arena_rates.append(rate)
         cpu["arena"].append(server)
         cpu["arena clients"].append(clients)
     print(
         f"{MATCHES} concurrent streams, server in its own process{' (' + args.serve_args + ')' if extra else ''}, "
-        f"clients in this one, {max(args.repeats // 2, 1)} interleaved repeats; "
+        f"clients in a process of their own, {max(args.repeats // 2, 1)} interleaved repeats; "
         f"both servers' helper threads {args.helper_threads}:"
     )
     print(

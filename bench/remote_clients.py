@@ -1,0 +1,92 @@
+"""The clients of ``bench_remote.py`` (3): many concurrent streams from one process of their own.
+
+Run by ``bench_remote.py`` as ``python bench/remote_clients.py arena|bare PORT STREAMS ROUNDS``; prints
+one JSON line: round trips per second and this process's CPU seconds per round trip. The process
+imports what a bot process imports (grpc and the SDK), not the server's packages: the benchmark
+process itself carries the server's imports from parts (1) and (2), three times a bot's objects,
+which would make every full garbage collection of the clients three times as long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+import grpc
+
+from arena.v1 import bot_session_pb2 as bs
+from arena_client import Bot, Turn
+from arena_client.remote import Client
+
+
+class Scissors(Bot):
+    """Always scissors; notes when each ``act`` is called (one stamp per round)."""
+
+    name = "bench-bot"
+    games = ("rps",)
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+
+    def act(self, turn: Turn) -> int:
+        self.stamps.append(time.perf_counter())
+        return 2
+
+
+def turn_payload() -> bytes:
+    """A serialized Turn-sized message: what the bare echo streams carry."""
+    turn = bs.ServerMessage(turn=bs.Turn(match_id="1", turn_id=1, legal_actions=[0, 1, 2]))
+    turn.turn.observation.rps.signs = 3
+    return turn.SerializeToString()
+
+
+async def ping_pong(target: str, n: int, times: list[float] | None = None, warmup: int = 50) -> None:
+    """``n`` round trips on one echo stream (after ``warmup`` to warm up), each timed into ``times`` if given."""
+    payload = turn_payload()
+    async with grpc.aio.insecure_channel(target) as channel:
+        call = channel.stream_stream("/bench.Echo/Ping")()
+        for _ in range(warmup):
+            await call.write(payload)
+            await call.read()
+        for _ in range(n):
+            start = time.perf_counter()
+            await call.write(payload)
+            await call.read()
+            if times is not None:
+                times.append(time.perf_counter() - start)
+        await call.done_writing()
+
+
+async def arena_throughput(port: int, matches: int, rounds: int) -> float:
+    """Remote round trips (one Turn out, one Action back) per second over ``matches`` concurrent matches."""
+    clients = [Client(Scissors(), f"127.0.0.1:{port}", name=f"load-{i}", threaded=False) for i in range(matches)]
+    start = time.perf_counter()
+    await asyncio.gather(*(c.play(opponent="rock", params={"rounds": rounds}) for c in clients))
+    elapsed = time.perf_counter() - start
+    assert all(c.results and c.results[0].termination.name == "NORMAL" for c in clients)
+    return matches * rounds / elapsed
+
+
+async def bare_throughput(port: int, streams: int, rounds: int) -> float:
+    """Echo round trips per second over ``streams`` concurrent streams (each on its own channel).
+
+    No warm-up round trips: every round trip timed is counted, and each stream
+    starts cold, as each arena client in :func:`arena_throughput` does.
+    """
+    start = time.perf_counter()
+    await asyncio.gather(*(ping_pong(f"127.0.0.1:{port}", rounds, warmup=0) for _ in range(streams)))
+    return streams * rounds / (time.perf_counter() - start)
+
+
+def main() -> None:
+    kind, port, streams, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    load = arena_throughput if kind == "arena" else bare_throughput
+    cpu = time.process_time()
+    rate = asyncio.run(load(port, streams, rounds))
+    print(json.dumps({"rate": rate, "cpu_per_round_trip": (time.process_time() - cpu) / (streams * rounds)}))
+
+
+if __name__ == "__main__":
+    main()
