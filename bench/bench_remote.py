@@ -27,11 +27,17 @@ next to it). Two figures per round trip: the mean over the whole match
 (the bot stamps every ``act``; the bare loop times every ping-pong), which a
 machine shared with other work disturbs much less.
 
-Targets: (2) at most 1.3x (1); (3) at least 0.8x the bare round trips per second.
+4. One remote bot across processes, as Arena is deployed: ``arena serve`` (or
+   the bare echo server) in its own process and one client in another
+   (``remote_clients.py``), the median round trip over 2000 rounds, the SDK
+   bot with ``act`` in its thread and inline.
+
+Targets: (2) and (4) at most 1.3x (1) and the bare line of (4); (3) at least 0.8x the bare round
+trips per second.
 
 ``--pin CPU`` runs (1) and (2) with this process on that CPU only (gRPC's own
 threads included), and in (3) puts each server process on that CPU and the
-clients on another one. This VM otherwise switches between scheduling modes
+clients on another one; (4) likewise. This VM otherwise switches between scheduling modes
 (where the kernel puts gRPC's poller thread) that change both round trips by
 up to 1.6x from one run to the next; pinned, a repeat differs by a few percent.
 
@@ -67,6 +73,7 @@ ROUNDS = 1000
 REPEATS = 5
 MATCHES = 64
 LOAD_ROUNDS = 300
+ACROSS_ROUNDS = 2000
 
 ECHO_SERVER = """
 import asyncio, os, sys, threading
@@ -138,6 +145,18 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def across(kind: str, server: contextlib.AbstractContextManager[tuple[int, int]]) -> float:
+    """(4): the median round trip of one ``kind`` client (remote_clients.py) against a server process."""
+    with server as (port, _pid):
+        out = subprocess.run(
+            [sys.executable, CLIENTS, kind, str(port), "1", str(ACROSS_ROUNDS)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return float(json.loads(out)["median"])
 
 
 def loaded(kind: str, server: contextlib.AbstractContextManager[tuple[int, int]]) -> tuple[float, float, float]:
@@ -299,6 +318,27 @@ def main() -> None:
         f"  arena/bare: throughput {ratio(arena_rates, bare_rates):.2f}x (target >= 0.8x); "
         f"server CPU per round trip {ratio(cpu['arena'], cpu['bare']):.2f}x"
     )
+
+    across_runs: dict[str, list[float]] = {"bare-latency": [], "arena-thread": [], "arena-inline": []}
+    for _ in range(max(args.repeats // 2, 1)):
+        across_runs["bare-latency"].append(across("bare-latency", echo_process(server_cpu, args.helper_threads)))
+        for kind in ("arena-thread", "arena-inline"):
+            across_runs[kind].append(across(kind, arena_process(extra, server_cpu, args.helper_threads)))
+    print(
+        f"one remote bot, server in its own process{' (' + args.serve_args + ')' if extra else ''}, "
+        f"the bot in another, {ACROSS_ROUNDS} rounds, {max(args.repeats // 2, 1)} interleaved repeats; "
+        f"both servers' helper threads {args.helper_threads}:"
+    )
+    for key, label in (
+        ("bare-latency", "bare grpc.aio ping-pong"),
+        ("arena-thread", "arena remote SDK bot (thread)"),
+        ("arena-inline", "arena remote SDK bot (inline)"),
+    ):
+        print(
+            f"  {label:<31}median {statistics.median(across_runs[key]) * 1e6:6.1f}us"
+            f"{ratio(across_runs[key], across_runs['bare-latency']):7.2f}x"
+        )
+    print("target: arena <= 1.3x bare")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,19 @@
-"""The clients of ``bench_remote.py`` (3): many concurrent streams from one process of their own.
+"""The clients of ``bench_remote.py`` (3) and (4), in a process of their own.
 
-Run by ``bench_remote.py`` as ``python bench/remote_clients.py arena|bare PORT STREAMS ROUNDS``; prints
-one JSON line: round trips per second and this process's CPU seconds per round trip. The process
-imports what a bot process imports (grpc and the SDK), not the server's packages: the benchmark
-process itself carries the server's imports from parts (1) and (2), three times a bot's objects,
-which would make every full garbage collection of the clients three times as long.
+Run by ``bench_remote.py`` as ``python bench/remote_clients.py KIND PORT STREAMS ROUNDS``; prints one
+JSON line. KIND ``arena`` or ``bare``: ``STREAMS`` concurrent streams (3), the round trips per second
+and this process's CPU seconds per round trip. KIND ``arena-inline``, ``arena-thread`` or
+``bare-latency``: one stream (4), the median round trip. The process imports what a bot process
+imports (grpc and the SDK), not the server's packages: the benchmark process itself carries the
+server's imports from parts (1) and (2), three times a bot's objects, which would make every full
+garbage collection of the clients three times as long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import sys
 import time
 
@@ -80,8 +83,33 @@ async def bare_throughput(port: int, streams: int, rounds: int) -> float:
     return streams * rounds / (time.perf_counter() - start)
 
 
+async def arena_latency(port: int, rounds: int, threaded: bool) -> float:
+    """Median seconds between two ``act`` calls of one remote SDK bot: one round trip (after a warm-up match)."""
+    warm = Client(Scissors(), f"127.0.0.1:{port}", name="warm", threaded=threaded)
+    await warm.play(opponent="rock", params={"rounds": 100})
+    bot = Scissors()
+    await Client(bot, f"127.0.0.1:{port}", name="bench", threaded=threaded).play(
+        opponent="rock", params={"rounds": rounds}
+    )
+    return statistics.median(b - a for a, b in zip(bot.stamps, bot.stamps[1:], strict=False))
+
+
+async def bare_latency(port: int, rounds: int) -> float:
+    """Median seconds per ping-pong on one echo stream (after 50 to warm up)."""
+    times: list[float] = []
+    await ping_pong(f"127.0.0.1:{port}", rounds, times)
+    return statistics.median(times)
+
+
 def main() -> None:
     kind, port, streams, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    if kind in ("arena-inline", "arena-thread", "bare-latency"):
+        if kind == "bare-latency":
+            median = asyncio.run(bare_latency(port, rounds))
+        else:
+            median = asyncio.run(arena_latency(port, rounds, kind == "arena-thread"))
+        print(json.dumps({"median": median}))
+        return
     load = arena_throughput if kind == "arena" else bare_throughput
     cpu = time.process_time()
     rate = asyncio.run(load(port, streams, rounds))
