@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,30 @@ def test_each_worker_runs_its_helper_threads_batch(tmp_path: Path) -> None:
     for pid, threads in seen.items():
         assert threads.pop(pid)[1] == SCHED_OTHER, (pid, threads)
         assert threads and {p for _, p in threads.values()} == {SCHED_BATCH}, (pid, threads)
+
+
+def test_where_the_policy_cannot_be_set_the_server_says_so_in_one_line_and_serves_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from arena_server.cli import common
+
+    def refuse(tid: int, policy: int, param: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    started = threading.Event()
+    helper = threading.Thread(target=started.wait)  # a thread other than this one, so there is one to set
+    helper.start()
+    try:
+        monkeypatch.setattr(common.os, "sched_setscheduler", refuse)
+        assert "the kernel refused SCHED_BATCH" in (common.batch_helper_threads() or "")
+        common.apply_helper_threads("batch")
+        common.apply_helper_threads("normal")  # asks for nothing, says nothing
+    finally:
+        started.set()
+        helper.join()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("arena: --helper-threads batch: the kernel refused SCHED_BATCH for thread "), err
+    assert err.rstrip().endswith("; serving with the normal policy"), err
+    monkeypatch.setattr(common.sys, "platform", "darwin")
+    assert common.batch_helper_threads() == "scheduling policies are Linux only (this is darwin)"
