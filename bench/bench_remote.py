@@ -15,10 +15,10 @@
    process alike. Both sides start cold (no warm-up) and every round trip
    timed is counted. CPU time per round trip is printed for the server
    process and for the clients' process: whichever side is at 100% of its
-   core sets the rate. Both
-   servers run their helper threads (gRPC's, all but the event loop's) under
-   the same scheduling policy: ``arena serve``'s default ``--helper-threads
-   batch`` unless ``--helper-threads normal`` is given.
+   core sets the rate. Both servers run their helper threads (gRPC's, all
+   but the event loop's) under the same scheduling policy: ``arena serve``'s
+   default ``--helper-threads batch`` unless ``--helper-threads normal`` is
+   given.
 
 Each pair runs ``REPEATS`` times, interleaved, so background load hits both
 alike; a ratio is the median of the per-repeat ratios (the baseline measured
@@ -32,14 +32,15 @@ machine shared with other work disturbs much less.
    (``remote_clients.py``), the median round trip over 2000 rounds, the SDK
    bot with ``act`` in its thread and inline.
 
-Targets: (2) and (4) at most 1.3x (1) and the bare line of (4); (3) at least 0.8x the bare round
+Targets: (2) at most 1.3x (1); (4) at most 1.3x its bare line; (3) at least 0.8x the bare round
 trips per second.
 
 ``--pin CPU`` runs (1) and (2) with this process on that CPU only (gRPC's own
-threads included), and in (3) puts each server process on that CPU and the
-clients on another one; (4) likewise. This VM otherwise switches between scheduling modes
-(where the kernel puts gRPC's poller thread) that change both round trips by
-up to 1.6x from one run to the next; pinned, a repeat differs by a few percent.
+threads included), and in (3) and (4) puts each server process on that CPU
+and the clients on another one. This VM otherwise switches between
+scheduling modes (where the kernel puts gRPC's poller thread) that change
+both round trips by up to 1.6x from one run to the next; pinned, a repeat
+differs by a few percent.
 
 Run: ``.venv/bin/python bench/bench_remote.py [--pin CPU]``.
 """
@@ -244,15 +245,15 @@ def ratio(values: list[float], bases: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=REPEATS)
-    parser.add_argument("--serve-args", default="", help="extra `arena serve` arguments for (3), e.g. --uvloop")
+    parser.add_argument("--serve-args", default="", help="extra `arena serve` arguments for (3) and (4), e.g. --uvloop")
     parser.add_argument(
         "--helper-threads",
         choices=("batch", "normal"),
         default="batch",
-        help="scheduling policy of both servers' helper threads in (3) (default batch, as arena serve's default)",
+        help="scheduling policy of both servers' helper threads in (3) and (4) (default batch, as arena serve's default)",
     )
     parser.add_argument(
-        "--pin", type=int, metavar="CPU", help="run on this CPU only (servers of (3) on it, clients off it)"
+        "--pin", type=int, metavar="CPU", help="run on this CPU only (servers of (3) and (4) on it, clients off it)"
     )
     args = parser.parse_args()
     all_cpus = sorted(os.sched_getaffinity(0))
@@ -260,7 +261,7 @@ def main() -> None:
         if args.pin not in all_cpus:
             parser.error(f"--pin {args.pin}: this process may run on CPUs {all_cpus} only")
         os.sched_setaffinity(0, {args.pin})
-        print(f"== pinned to CPU {args.pin}: (1) and (2) share one core; in (3) the servers run on it")
+        print(f"== pinned to CPU {args.pin}: (1) and (2) share one core; in (3) and (4) the servers run on it")
     runs: dict[str, list[tuple[float, float]]] = {"bare": [], "thread": [], "inline": []}
     for _ in range(args.repeats):  # interleaved, so background load hits all three alike
         runs["bare"].append(asyncio.run(bare_round_trip(ROUNDS)))
