@@ -8,6 +8,7 @@ outside, through ``/proc``, as real server processes.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ladder.test_crash import close, serve
+from tests.ladder.test_crash import ROOT, close, serve
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="scheduling policies are Linux only")
 
@@ -131,3 +132,73 @@ def test_where_the_policy_cannot_be_set_the_server_says_so_in_one_line_and_serve
     assert err.rstrip().endswith("; serving with the normal policy"), err
     monkeypatch.setattr(common.sys, "platform", "darwin")
     assert common.batch_helper_threads() == "scheduling policies are Linux only (this is darwin)"
+
+
+BUSY_SERVER = """
+import asyncio, json, os, sys, time
+import arena_bots
+from arena_server.api.server import running_server
+from arena_server.cli.common import batch_helper_threads
+from arena_server.matches.hub import Hub
+from arena_server.store.database import Store
+from tests.server.test_fair_clock import REMOTE_BOT
+
+async def main(think, rounds, db):
+    store = await Store.open(db)
+    hub = Hub(store, arena_bots.hosted_bots())
+    async with running_server(hub, port=0) as (_server, port):
+        assert batch_helper_threads() is None
+        bot = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", REMOTE_BOT, f"127.0.0.1:{port}", think, rounds,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        done = asyncio.Event()
+        stalls = 0
+
+        async def hog():  # the loop's thread keeps the core busy for 0.3 s every 20 ms
+            nonlocal stalls
+            while not done.is_set():
+                await asyncio.sleep(0.02)
+                end = time.perf_counter() + 0.3
+                while time.perf_counter() < end:
+                    pass
+                stalls += 1
+
+        task = asyncio.ensure_future(hog())
+        out, err = await asyncio.wait_for(bot.communicate(), 120)
+        done.set()
+        await task
+        assert bot.returncode == 0, err.decode()
+        match_id, termination, _ = out.decode().split(" ", 2)
+        record = await store.get_match(match_id)
+        charged = [e for p, _, e, _ in record.moves if p == 0]
+        print(json.dumps({"termination": termination, "charged": charged, "stalls": stalls}))
+    await store.close()
+
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the helpers and the loop share one core
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(("think", "rounds", "termination"), [("0.05", "8", "NORMAL"), ("0.5", "3", "TIMEOUT")])
+def test_the_fair_clock_holds_with_batch_helper_threads_and_a_busy_event_loop(
+    tmp_path: Path, think: str, rounds: str, termination: str
+) -> None:
+    """test_fair_clock's remote matches, with the helper threads batched and the loop stalled by CPU work.
+
+    A stall that sleeps leaves the core to the helper threads; a stall that computes does not, and a
+    batched helper waits for the scheduler's tick to hand over what arrived. The bot (0.2 s a move,
+    no overage, no grace) must still be charged its own time only, and a slow one still time out.
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", BUSY_SERVER, think, rounds, str(tmp_path / "arena.db")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["termination"] == termination, result
+    assert result["stalls"] >= 3, result
+    if termination == "NORMAL":
+        assert len(result["charged"]) == 8 and max(result["charged"]) < 0.2, result
