@@ -30,6 +30,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from arena.v1 import bot_session_pb2 as bs
+from arena_client.wire import SMALL, varint
 from arena_server.seats.proto_json import parse_action, to_json_dict
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 16
@@ -116,21 +117,8 @@ def _framing_hint(framing: Framing, first: bytes) -> str:
 # -- encoding -------------------------------------------------------------------------------------
 
 
-def encode_varint(value: int) -> bytes:
-    """Base-128 varint, least significant group first (protobuf's wire format)."""
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-_ONE_BYTE_VARINTS = tuple(bytes((n,)) for n in range(0x80))
-"""The varint of every length below 128 (most messages), ready made."""
+encode_varint = varint
+"""Base-128 varint, least significant group first (protobuf's wire format): the SDK's own."""
 
 
 def encode_turn(message: bs.ServerMessage, framing: Framing) -> bytes:
@@ -149,7 +137,7 @@ def encode_turn(message: bs.ServerMessage, framing: Framing) -> bytes:
 def delimited(payload: bytes) -> bytes:
     """A serialized message as one length-delimited frame (its varint length, then the bytes)."""
     size = len(payload)
-    return (_ONE_BYTE_VARINTS[size] if size < 0x80 else encode_varint(size)) + payload
+    return (SMALL[size] if size < 0x80 else varint(size)) + payload
 
 
 def encode(message: Message, framing: Framing) -> bytes:
