@@ -250,7 +250,7 @@ def main() -> None:
         "--helper-threads",
         choices=("batch", "normal"),
         default="batch",
-        help="scheduling policy of both servers' helper threads in (3) and (4) (default batch, as arena serve's default)",
+        help="both servers' helper-thread scheduling policy in (3) and (4) (default batch, as arena serve's)",
     )
     parser.add_argument(
         "--pin", type=int, metavar="CPU", help="run on this CPU only (servers of (3) and (4) on it, clients off it)"
