@@ -415,7 +415,16 @@ class Store:
 
         ``async with conn.execute(...)`` and a fetch are three hops (execute,
         fetch, close); a bot's Hello made six queries of them. ``work`` gets
-        the plain ``sqlite3`` connection (see :meth:`_transaction`).
+        the plain ``sqlite3`` connection.
+        """
+        return await self._on_thread(work)
+
+    async def _on_thread(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``work(sqlite3 connection)`` on the thread that owns the connection, in one hop.
+
+        The one place that uses aiosqlite's ``_execute`` (the entry point its own
+        methods go through) and its ``_conn``; ``tests/server/test_store_transactions.py``
+        counts the hops, and fails if they go away.
         """
         conn = self.conn
         return await conn._execute(lambda: work(conn._conn))  # type: ignore[no-any-return,no-untyped-call]
@@ -428,13 +437,10 @@ class Store:
         of them and its end three, on every match. ``work`` gets the plain
         ``sqlite3`` connection and runs between BEGIN IMMEDIATE and COMMIT, all
         of it or nothing (a failure rolls back, and its error is raised here).
-        It uses aiosqlite's ``_execute``, the one entry point its own methods
-        go through; ``tests/server/test_store_transactions.py`` counts the hops.
+        One :meth:`_on_thread` hop.
         """
-        conn = self.conn
 
-        def run() -> _T:
-            db = conn._conn  # the sqlite3 connection; this runs on the thread that owns it
+        def run(db: sqlite3.Connection) -> _T:  # on the thread that owns the connection
             db.execute("BEGIN IMMEDIATE")
             try:
                 result = work(db)
@@ -447,7 +453,7 @@ class Store:
                 raise
             return result
 
-        return await conn._execute(run)  # type: ignore[no-any-return,no-untyped-call]
+        return await self._on_thread(run)
 
     async def finish_match(
         self,
