@@ -1,0 +1,214 @@
+"""Whose time is a remote move: the server's or the SDK's? (a diagnostic for ``bench_remote.py`` (2)).
+
+Three loops on one event loop in this process, pinned to one CPU, each a
+long stream of round trips of which only a steady-state window is timed
+(the first rounds, with the connection, the Hello and the match's start, are
+left out):
+
+* ``bare``: the grpc.aio echo stream of ``bench_remote.py`` (1).
+* ``protocol``: the real server (Hub and gRPC services) against a client
+  that speaks the protocol by hand, with no SDK: it reads each Turn with
+  protobuf and answers with an Action written as bytes
+  (``arena_client.wire.action_message``), awaiting the write as the bare
+  loop does. What it costs over ``bare`` is the server's share of a move:
+  reading the Action, the referee, the hosted seat and the Turn's bytes.
+* ``sdk``: the same server against the SDK ``Client`` with ``act`` inline, as
+  in ``bench_remote.py`` (2). What it costs over ``protocol`` is the SDK's.
+
+For each it prints the mean round trip over the window and, for the event
+loop's thread, the CPU time (user and kernel, from ``/proc``) and the context
+switches (voluntary: it waited; involuntary: another thread took the core)
+per round trip. Repeats are interleaved, and the per-repeat figures are
+printed as they are, so the spread shows.
+
+Run: ``.venv/bin/python bench/split_remote.py [--cpu 1] [--repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import grpc
+from bench_remote import echo_server
+from remote_clients import Scissors, turn_payload
+
+import arena_bots
+from arena.v1 import bot_session_pb2 as bs
+from arena_client.remote import PLAY_METHOD, PROTOCOL_VERSION, Client
+from arena_client.wire import action_message
+from arena_server.api.server import running_server
+from arena_server.matches.hub import Hub
+
+ROUNDS = 12_000
+WINDOW = (2_000, 11_000)
+"""The round trips timed: from the first to the second (the match is under way and not ending)."""
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Sample:
+    """The event loop's thread at one instant."""
+
+    at: float
+    user: int
+    system: int
+    voluntary: int
+    involuntary: int
+
+    @classmethod
+    def now(cls) -> Sample:
+        task = f"/proc/self/task/{threading.get_native_id()}"
+        with open(f"{task}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        switches = {}
+        with open(f"{task}/status") as f:
+            for line in f:
+                if "ctxt_switches" in line:
+                    key, value = line.split(":")
+                    switches[key.strip()] = int(value)
+        return cls(
+            time.perf_counter(),
+            int(fields[11]),
+            int(fields[12]),
+            switches["voluntary_ctxt_switches"],
+            switches["nonvoluntary_ctxt_switches"],
+        )
+
+
+class Window:
+    """Samples the loop's thread at the first and the last round trip of :data:`WINDOW`."""
+
+    def __init__(self) -> None:
+        self.start: Sample | None = None
+        self.end: Sample | None = None
+
+    def at(self, i: int) -> None:
+        if i == WINDOW[0]:
+            self.start = Sample.now()
+        elif i == WINDOW[1]:
+            self.end = Sample.now()
+
+    def per_round_trip(self) -> dict[str, float]:
+        a, b = self.start, self.end
+        assert a is not None and b is not None, "the window was not reached"
+        n = WINDOW[1] - WINDOW[0]
+        return {
+            "us": (b.at - a.at) / n * 1e6,
+            "user": (b.user - a.user) / TICKS / n * 1e6,
+            "kernel": (b.system - a.system) / TICKS / n * 1e6,
+            "vol": (b.voluntary - a.voluntary) / n,
+            "invol": (b.involuntary - a.involuntary) / n,
+        }
+
+
+async def bare() -> dict[str, float]:
+    server = echo_server()
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    window = Window()
+    payload = turn_payload()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.stream_stream("/bench.Echo/Ping")()
+            for i in range(ROUNDS):
+                window.at(i)
+                await call.write(payload)
+                await call.read()
+            await call.done_writing()
+    finally:
+        await server.stop(0)
+    return window.per_round_trip()
+
+
+async def protocol() -> dict[str, float]:
+    window = Window()
+    hub = Hub(None, arena_bots.hosted_bots())
+    async with (
+        running_server(hub, port=0) as (_server, port),
+        grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+    ):
+        call = channel.stream_stream(PLAY_METHOD)()  # bytes both ways
+        hello = bs.Hello(protocol_version=PROTOCOL_VERSION, name="split-protocol", games=["rps"])
+        await call.write(bs.BotMessage(hello=hello).SerializeToString())
+        await call.read()
+        challenge = bs.Challenge(opponent="rock", game="rps", matches=1)
+        challenge.params["rounds"].int_value = ROUNDS
+        await call.write(bs.BotMessage(challenge=challenge).SerializeToString())
+        parse = bs.ServerMessage.FromString
+        i = 0
+        while True:
+            msg = parse(await call.read())
+            kind = msg.WhichOneof("kind")
+            if kind == "turn":
+                window.at(i)
+                i += 1
+                await call.write(action_message(msg.turn.match_id, msg.turn.turn_id, 2))
+            elif kind == "match_ended":
+                break
+        await call.done_writing()
+    return window.per_round_trip()
+
+
+class _WindowBot(Scissors):
+    def __init__(self, window: Window) -> None:
+        super().__init__()
+        self.window = window
+
+    def act(self, turn):  # type: ignore[no-untyped-def]
+        self.window.at(len(self.stamps))
+        return super().act(turn)
+
+
+async def sdk() -> dict[str, float]:
+    window = Window()
+    hub = Hub(None, arena_bots.hosted_bots())
+    async with running_server(hub, port=0) as (_server, port):
+        client = Client(_WindowBot(window), f"127.0.0.1:{port}", name="split-sdk", threaded=False)
+        await client.play(opponent="rock", params={"rounds": ROUNDS})
+    return window.per_round_trip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", type=int, default=1, help="the CPU to run on (default 1; -1: do not pin)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if args.cpu >= 0:
+        if args.cpu not in os.sched_getaffinity(0):
+            parser.error(f"--cpu {args.cpu}: this process may run on CPUs {sorted(os.sched_getaffinity(0))} only")
+        os.sched_setaffinity(0, {args.cpu})
+    kinds = {"bare": bare, "protocol": protocol, "sdk": sdk}
+    runs: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
+    for _ in range(args.repeats):  # interleaved, so background load hits all three alike
+        for name, run in kinds.items():
+            runs[name].append(asyncio.run(run()))
+    where = f"pinned to CPU {args.cpu}" if args.cpu >= 0 else "not pinned"
+    print(
+        f"round trips {WINDOW[0]}..{WINDOW[1]} of {ROUNDS}, {where}, {args.repeats} interleaved repeats, "
+        f"Python {sys.version.split()[0]}; the event loop's thread per round trip:"
+    )
+    print(f"{'':10}{'mean per repeat (us)':>26}{'ratio':>8}{'user':>8}{'kernel':>8}{'vol':>6}{'invol':>7}")
+    base = [r["us"] for r in runs["bare"]]
+    for name, rows in runs.items():
+        each = " ".join(f"{r['us']:6.1f}" for r in rows)
+        ratio = statistics.median(r["us"] / b for r, b in zip(rows, base, strict=True))
+
+        def med(key: str, rows: list[dict[str, float]] = rows) -> float:
+            return statistics.median(r[key] for r in rows)
+
+        print(
+            f"{name:<10}{each:>26}{ratio:7.2f}x{med('user'):7.1f}{med('kernel'):8.1f}"
+            f"{med('vol'):6.2f}{med('invol'):7.2f}"
+        )
+    print("protocol/bare: the server's share; sdk/protocol: the SDK's (see docs/performance.md, seventh pass)")
+
+
+if __name__ == "__main__":
+    main()
