@@ -152,6 +152,10 @@ async def protocol() -> dict[str, float]:
                 await call.write(action_message(msg.turn.match_id, msg.turn.turn_id, 2))
             elif kind == "match_ended":
                 break
+            elif kind == "error" or (
+                kind == "challenge_status" and msg.challenge_status.state == bs.ChallengeStatus.STATE_REFUSED
+            ):
+                raise SystemExit(f"split_remote.py: the server refused the match: {msg}")
         await call.done_writing()
     return window.per_round_trip()
 
