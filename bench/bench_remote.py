@@ -148,16 +148,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def run_clients(kind: str, port: int, streams: int, rounds: int) -> dict[str, float]:
+    """Run ``remote_clients.py`` (``kind`` clients on ``streams`` streams against ``port``); its JSON line."""
+    out = subprocess.run(
+        [sys.executable, CLIENTS, kind, str(port), str(streams), str(rounds)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    result: dict[str, float] = json.loads(out)
+    return result
+
+
 def across(kind: str, server: contextlib.AbstractContextManager[tuple[int, int]]) -> float:
     """(4): the median round trip of one ``kind`` client (remote_clients.py) against a server process."""
     with server as (port, _pid):
-        out = subprocess.run(
-            [sys.executable, CLIENTS, kind, str(port), "1", str(ACROSS_ROUNDS)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    return float(json.loads(out)["median"])
+        return float(run_clients(kind, port, 1, ACROSS_ROUNDS)["median"])
 
 
 def loaded(kind: str, server: contextlib.AbstractContextManager[tuple[int, int]]) -> tuple[float, float, float]:
@@ -168,14 +174,8 @@ def loaded(kind: str, server: contextlib.AbstractContextManager[tuple[int, int]]
     """
     with server as (port, pid):
         before = cpu_seconds(pid)
-        out = subprocess.run(
-            [sys.executable, CLIENTS, kind, str(port), str(MATCHES), str(LOAD_ROUNDS)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        result = run_clients(kind, port, MATCHES, LOAD_ROUNDS)
         cpu = cpu_seconds(pid) - before
-    result = json.loads(out)
     rate = result["rate"]
     # The server's CPU over the clients' whole run (their start-up included) per round trip played.
     return rate, cpu / (MATCHES * LOAD_ROUNDS), result["cpu_per_round_trip"]
