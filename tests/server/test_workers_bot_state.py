@@ -48,17 +48,22 @@ def test_each_worker_learns_into_its_own_directory(tmp_path: Path, monkeypatch: 
         request = mp.CreateMatchRequest(game="liars_dice", bots=["sarsa", "q-learning"], wait=True)
         request.params["dice"].int_value = 1
 
-        async def play() -> None:
+        async def play(batch: int) -> None:
             async def one(i: int) -> None:
                 # one address per connection: the kernel spreads connections over the workers
-                async with grpc.aio.insecure_channel(f"127.0.0.{i + 1}:{port}") as channel:
+                async with grpc.aio.insecure_channel(f"127.0.0.{8 * batch + i + 1}:{port}") as channel:
                     for _ in range(3):
                         reply = await mp_grpc.MatchServiceStub(channel).CreateMatch(request)
                         assert reply.record.status == mp.MATCH_STATUS_FINISHED, reply.record.reason
 
             await asyncio.gather(*(one(i) for i in range(8)))
 
-        in_thread(lambda: asyncio.run(play()))
+        # The kernel picks a connection's worker by a hash of its addresses and ports, so 8 connections
+        # all land on one worker about once in 128 runs: another batch from new addresses is another draw.
+        for batch in range(4):
+            in_thread(lambda n: asyncio.run(play(n)), batch)
+            if all(any((state / w).glob("*.json")) for w in ("worker-0", "worker-1")):
+                break
     finally:
         close(proc)
     assert sorted(p.name for p in state.iterdir()) == ["worker-0", "worker-1"]  # nothing written to the shared one
