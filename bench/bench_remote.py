@@ -6,8 +6,10 @@
 2. Arena: the real server (Hub + gRPC services, no database) and the SDK
    ``Client`` in this process on one event loop, playing a 1000-round RPS
    match against the hosted ``rock`` bot; per round = one Turn out, one
-   Action back, plus refereeing. Measured with ``act`` in a worker thread
-   (the SDK default) and inline.
+   Action back, plus refereeing. Measured three ways: ``threaded="auto"``
+   (the SDK default: this bot's quick ``act`` starts in the worker thread
+   and runs inline after eight moves), always in the worker thread, and
+   always inline.
 3. Throughput: ``arena serve`` in its own process and 64 SDK clients in a
    process of their own (``remote_clients.py``, which imports what a bot
    process imports), 64 concurrent matches, against the bare echo server in
@@ -30,7 +32,7 @@ machine shared with other work disturbs much less.
 4. One remote bot across processes, as Arena is deployed: ``arena serve`` (or
    the bare echo server) in its own process and one client in another
    (``remote_clients.py``), the median round trip over 2000 rounds, the SDK
-   bot with ``act`` in its thread and inline.
+   bot in the same three modes.
 
 Targets: (2) at most 1.3x (1); (4) at most 1.3x its bare line; (3) at least 0.8x the bare round
 trips per second.
@@ -59,6 +61,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 import grpc
 from remote_clients import Scissors, ping_pong
@@ -126,7 +129,7 @@ async def bare_round_trip(n: int) -> tuple[float, float]:
     return statistics.fmean(times), statistics.median(times)
 
 
-async def arena_round_trip(threaded: bool) -> tuple[float, float]:
+async def arena_round_trip(threaded: bool | Literal["auto"]) -> tuple[float, float]:
     """Seconds per round of a remote SDK bot vs a hosted bot through the real server: (mean, median)."""
     hub = Hub(None, arena_bots.hosted_bots())
     async with running_server(hub, port=0) as (_server, port):
@@ -262,9 +265,10 @@ def main() -> None:
             parser.error(f"--pin {args.pin}: this process may run on CPUs {all_cpus} only")
         os.sched_setaffinity(0, {args.pin})
         print(f"== pinned to CPU {args.pin}: (1) and (2) share one core; in (3) and (4) the servers run on it")
-    runs: dict[str, list[tuple[float, float]]] = {"bare": [], "thread": [], "inline": []}
-    for _ in range(args.repeats):  # interleaved, so background load hits all three alike
+    runs: dict[str, list[tuple[float, float]]] = {"bare": [], "auto": [], "thread": [], "inline": []}
+    for _ in range(args.repeats):  # interleaved, so background load hits all four alike
         runs["bare"].append(asyncio.run(bare_round_trip(ROUNDS)))
+        runs["auto"].append(asyncio.run(arena_round_trip("auto")))
         runs["thread"].append(asyncio.run(arena_round_trip(True)))
         runs["inline"].append(asyncio.run(arena_round_trip(False)))
     means = {k: [m for m, _ in v] for k, v in runs.items()}
@@ -273,6 +277,7 @@ def main() -> None:
     print(f"{'':31}{'mean':>10}{'ratio':>8}{'median':>10}{'ratio':>8}")
     for key, label in (
         ("bare", "bare grpc.aio ping-pong"),
+        ("auto", "arena remote SDK bot (auto)"),
         ("thread", "arena remote SDK bot (thread)"),
         ("inline", "arena remote SDK bot (inline)"),
     ):
@@ -320,10 +325,10 @@ def main() -> None:
         f"server CPU per round trip {ratio(cpu['arena'], cpu['bare']):.2f}x"
     )
 
-    across_runs: dict[str, list[float]] = {"bare-latency": [], "arena-thread": [], "arena-inline": []}
+    across_runs: dict[str, list[float]] = {"bare-latency": [], "arena-auto": [], "arena-thread": [], "arena-inline": []}
     for _ in range(max(args.repeats // 2, 1)):
         across_runs["bare-latency"].append(across("bare-latency", echo_process(server_cpu, args.helper_threads)))
-        for kind in ("arena-thread", "arena-inline"):
+        for kind in ("arena-auto", "arena-thread", "arena-inline"):
             across_runs[kind].append(across(kind, arena_process(extra, server_cpu, args.helper_threads)))
     print(
         f"one remote bot, server in its own process{' (' + args.serve_args + ')' if extra else ''}, "
@@ -332,6 +337,7 @@ def main() -> None:
     )
     for key, label in (
         ("bare-latency", "bare grpc.aio ping-pong"),
+        ("arena-auto", "arena remote SDK bot (auto)"),
         ("arena-thread", "arena remote SDK bot (thread)"),
         ("arena-inline", "arena remote SDK bot (inline)"),
     ):

@@ -2,8 +2,8 @@
 
 Run by ``bench_remote.py`` as ``python bench/remote_clients.py KIND PORT STREAMS ROUNDS``; prints one
 JSON line. KIND ``arena`` or ``bare``: ``STREAMS`` concurrent streams (3), the round trips per second
-and this process's CPU seconds per round trip. KIND ``arena-inline``, ``arena-thread`` or
-``bare-latency``: one stream (4), the median round trip. The process imports what a bot process
+and this process's CPU seconds per round trip. KIND ``arena-auto``, ``arena-inline``, ``arena-thread``
+or ``bare-latency``: one stream (4), the median round trip. The process imports what a bot process
 imports (grpc and the SDK), not the server's packages: the benchmark process itself carries the
 server's imports from parts (1) and (2), three times a bot's objects, which would make every full
 garbage collection of the clients three times as long.
@@ -16,6 +16,7 @@ import json
 import statistics
 import sys
 import time
+from typing import Literal
 
 import grpc
 
@@ -83,7 +84,7 @@ async def bare_throughput(port: int, streams: int, rounds: int) -> float:
     return streams * rounds / (time.perf_counter() - start)
 
 
-async def arena_latency(port: int, rounds: int, threaded: bool) -> float:
+async def arena_latency(port: int, rounds: int, threaded: bool | Literal["auto"]) -> float:
     """Median seconds between two ``act`` calls of one remote SDK bot: one round trip (after a warm-up match)."""
     warm = Client(Scissors(), f"127.0.0.1:{port}", name="warm", threaded=threaded)
     await warm.play(opponent="rock", params={"rounds": 100})
@@ -103,11 +104,12 @@ async def bare_latency(port: int, rounds: int) -> float:
 
 def main() -> None:
     kind, port, streams, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    if kind in ("arena-inline", "arena-thread", "bare-latency"):
+    modes: dict[str, bool | Literal["auto"]] = {"arena-auto": "auto", "arena-inline": False, "arena-thread": True}
+    if kind in modes or kind == "bare-latency":
         if kind == "bare-latency":
             median = asyncio.run(bare_latency(port, rounds))
         else:
-            median = asyncio.run(arena_latency(port, rounds, kind == "arena-thread"))
+            median = asyncio.run(arena_latency(port, rounds, modes[kind]))
         print(json.dumps({"median": median}))
         return
     load = arena_throughput if kind == "arena" else bare_throughput

@@ -36,7 +36,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 
@@ -61,7 +61,11 @@ PROTOCOL_VERSION = "arena.v1"
 PLAY_METHOD = "/arena.v1.BotSessionService/Play"
 CLIENT = "arena_client/0.1"
 QUICK_ACT_SECONDS = 0.001
-"""How long the client waits synchronously for ``act`` before yielding to the event loop."""
+"""How long the client waits synchronously for ``act`` in the worker thread before yielding to the event loop."""
+QUICK_STREAK = 8
+"""``threaded="auto"``: this many ``act`` calls in a row back within :data:`QUICK_ACT_SECONDS` move ``act`` inline."""
+SLOW_INLINE_SECONDS = 0.05
+"""``threaded="auto"``: an inline ``act`` longer than this moves ``act`` back to the worker thread for good."""
 GIVE_UP_AFTER = 300.0
 """Default of ``give_up_after``: seconds without a successful connection before the client stops."""
 CONNECT_TIMEOUT = 20.0
@@ -113,7 +117,7 @@ def run(
     reconnect: bool = True,
     max_backoff: float = 30.0,
     give_up_after: float | None = GIVE_UP_AFTER,
-    threaded: bool = True,
+    threaded: bool | Literal["auto"] = "auto",
     on_connect: Callable[[str], None] | None = None,
 ) -> list[MatchResult]:
     """Connect ``bot`` to the server at ``target`` and play.
@@ -121,9 +125,10 @@ def run(
     Ctrl-C (SIGINT) ends the program quietly at any moment (while connected,
     while waiting to reconnect, inside ``act``): ``run`` prints
     ``arena_client: interrupted`` and raises ``SystemExit(130)``. Use
-    :meth:`Client.play` to handle interruption yourself. (With
-    ``threaded=False`` a running ``act`` holds the event loop: the first
-    Ctrl-C takes effect when it returns, a second one at once.)
+    :meth:`Client.play` to handle interruption yourself. (An ``act`` running
+    inline holds the event loop: the first Ctrl-C takes effect when it
+    returns, a second one at once. With ``threaded="auto"`` that can only be
+    an ``act`` that was quick eight times in a row and then was not.)
 
     Args:
         bot: The bot.
@@ -144,7 +149,17 @@ def run(
         max_backoff: Longest wait between reconnection attempts, in seconds.
         give_up_after: Stop with :class:`ServerUnreachable` after this many
             seconds without a successful connection (None: never give up).
-        threaded: Run ``act`` in a worker thread (keeps the stream responsive).
+        threaded: Where ``act`` runs. ``True``: in a worker thread, so the
+            stream stays responsive however long it thinks (pings answered, the
+            end of a match heard), at the price of two thread hand-offs per
+            move. ``False``: inline, on the event loop (the fastest; the
+            stream waits while ``act`` thinks). ``"auto"`` (the default): in
+            the worker thread until ``act`` has answered within
+            :data:`QUICK_ACT_SECONDS` :data:`QUICK_STREAK` times in a row, then
+            inline; an inline ``act`` that takes longer than
+            :data:`SLOW_INLINE_SECONDS` sends it back to the thread for the
+            rest of the call. A quick bot pays no hand-off, and a slow one
+            blocks the stream at most once.
         on_connect: Called with the bot's name each time the server welcomes it.
 
     Returns:
@@ -229,7 +244,7 @@ class Client:
         target: str,
         name: str,
         token: str = "",
-        threaded: bool = True,
+        threaded: bool | Literal["auto"] = "auto",
         on_connect: Callable[[str], None] | None = None,
     ) -> None:
         self.bot = bot
@@ -243,6 +258,8 @@ class Client:
         self.assigned_name = ""
         self.connections = 0
         self._worker: _ActWorker | None = None
+        self._auto = False
+        """``threaded="auto"`` and not yet sent back to the thread for good: ``act`` may still change sides."""
         self._welcomed = False
         self._aborted_in_a_row = 0
         self.session_token = ""
@@ -277,6 +294,7 @@ class Client:
         self.aborted = []
         self._aborted_in_a_row = 0
         self._worker = _ActWorker() if self.threaded else None
+        self._auto = self.threaded == "auto"
         attempt = 0
         outage_since = time.monotonic()  # since when there has been no welcomed connection
         try:
@@ -435,17 +453,15 @@ class Client:
         except (TimeoutError, grpc.aio.AioRpcError, grpc.aio.UsageError):
             pass
 
-    async def _act(self, turn: Turn, inbox: _Inbox) -> int:
-        worker = self._worker
-        if worker is None:
-            return self.bot.act(turn)
+    async def _act(self, worker: _ActWorker, turn: Turn, inbox: _Inbox) -> tuple[int, bool]:
+        """``act`` in the worker thread: its answer, and whether it came within the spin window."""
         pending = worker.submit(self.bot.act, turn)
         try:
             # A quick bot answers within the spin window: no event-loop round trip.
-            return pending.result(timeout=QUICK_ACT_SECONDS)
+            return pending.result(timeout=QUICK_ACT_SECONDS), True
         except concurrent.futures.TimeoutError:
             # A slow bot: the stream is still read (pings answered, the match's end heard) until act returns.
-            return await inbox.during(asyncio.wrap_future(pending))
+            return await inbox.during(asyncio.wrap_future(pending)), False
 
     async def _answer(
         self, call: Any, inbox: _Inbox, writer: _Writer, matches: int, again: Callable[[], bs.BotMessage] | None
@@ -453,11 +469,13 @@ class Client:
         bot = self.bot
         seat = 0
         wants_updates = bot.wants_updates()
-        inline = self._worker is None
+        worker = self._worker
+        quick = 0  # threaded="auto": act calls in a row that came back within the spin window
+        perf_counter = time.perf_counter
         backlog = inbox.backlog
         read = call.read
         while True:
-            msg = await read() if inline else await inbox.next()  # (inline, nothing is read during act)
+            msg = await read() if worker is None else await inbox.next()  # (inline, nothing is read during act)
             if msg is grpc.aio.EOF:
                 raise _Retry("the server closed the stream")
             if writer.error is not None:
@@ -469,7 +487,24 @@ class Client:
                 if wants_updates and proto_turn.moves:
                     bot.on_update(Update(turn.match_id, moves_from_proto(proto_turn.moves), turn.observation))
                 try:
-                    action = bot.act(turn) if inline else await self._act(turn, inbox)
+                    if worker is None:
+                        if self._auto:
+                            began = perf_counter()
+                            action = bot.act(turn)
+                            if perf_counter() - began > SLOW_INLINE_SECONDS:
+                                # Slow after all: the worker thread from now on, so the stream stays read.
+                                worker = self._worker = _ActWorker()
+                                self._auto = False
+                        else:
+                            action = bot.act(turn)
+                    else:
+                        action, in_time = await self._act(worker, turn, inbox)
+                        if self._auto:
+                            quick = quick + 1 if in_time else 0
+                            if quick >= QUICK_STREAK and inbox.idle:
+                                # Quick every time: inline from now on, without the two thread hand-offs.
+                                worker.close()
+                                worker = self._worker = None
                 except Resign as exc:
                     writer.send(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=str(exc))))
                     continue
@@ -651,6 +686,11 @@ class _Inbox:
             return thinking.result()
         finally:
             thinking.cancel()  # no-op when done; on an error or Ctrl-C the session stops waiting for act
+
+    @property
+    def idle(self) -> bool:
+        """Nothing kept and no read in progress: the session may read the stream directly."""
+        return not self.backlog and self._reading is None
 
     def ended(self, match_id: str) -> bool:
         """Whether a MatchEnded for ``match_id`` is among the kept messages."""

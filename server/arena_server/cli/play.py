@@ -170,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
     human.games = (game.name,)
     per_move = timedelta(minutes=args.minutes)
     tc = TimeControl(per_move, per_move * 2, timedelta(seconds=1))
-    client = Client(human, args.server, name=args.name, token=args.token)
+    # A person's answer waits on the terminal: always in the worker thread, so Ctrl-C works at the prompt.
+    client = Client(human, args.server, name=args.name, token=args.token, threaded=True)
     try:
         asyncio.run(
             client.play(
