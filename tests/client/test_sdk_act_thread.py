@@ -7,8 +7,12 @@ which also runs the server).
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from arena_client import Bot, Termination, Turn
 from arena_client.remote import QUICK_STREAK, SLOW_INLINE_SECONDS, Client
@@ -47,12 +51,22 @@ async def play(live_server: LiveServer, bot: Where, rounds: int, **kwargs: objec
     assert len(bot.threads) == rounds
 
 
+@pytest.fixture
+def no_gc_pauses() -> Iterator[None]:
+    """No full collection of the test process's heap inside an inline ``act`` (it could pass for a slow act)."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def first_inline(threads: list[str]) -> int:
     assert LOOP in threads, threads
     return threads.index(LOOP)
 
 
-async def test_auto_moves_a_quick_act_inline_after_a_streak(live_server: LiveServer) -> None:
+async def test_auto_moves_a_quick_act_inline_after_a_streak(live_server: LiveServer, no_gc_pauses: None) -> None:
     bot = Where()
     await play(live_server, bot, 100)
     switched = first_inline(bot.threads)
@@ -63,7 +77,9 @@ async def test_auto_moves_a_quick_act_inline_after_a_streak(live_server: LiveSer
     assert set(bot.threads[switched:]) == {LOOP}, bot.threads
 
 
-async def test_auto_sends_an_act_that_turns_slow_back_to_the_thread_for_good(live_server: LiveServer) -> None:
+async def test_auto_sends_an_act_that_turns_slow_back_to_the_thread_for_good(
+    live_server: LiveServer, no_gc_pauses: None
+) -> None:
     bot = Where(sleep=SLOW_INLINE_SECONDS * 2, slow_rounds=frozenset({60}))
     await play(live_server, bot, 100)
     assert first_inline(bot.threads) < 60, bot.threads
