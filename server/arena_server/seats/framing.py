@@ -148,8 +148,7 @@ def encode(message: Message, framing: Framing) -> bytes:
     replay is the same on every run (protobuf's own map order follows a hash).
     """
     if framing is Framing.PROTO:
-        payload = message.SerializeToString(deterministic=True)
-        return encode_varint(len(payload)) + payload
+        return delimited(message.SerializeToString(deterministic=True))
     return json_text(message).encode() + b"\n"
 
 
