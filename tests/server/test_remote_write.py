@@ -66,8 +66,9 @@ async def test_aborting_a_match_while_its_turn_write_is_in_flight(live_server: L
         if msg.WhichOneof("kind") == "turn":
             turns.append(msg.turn.turn_id)
         if msg.WhichOneof("kind") == "turn" and len(turns) == ABORTED_AT and not caught:
-            # The referee's task is running this very step (it started the write); aborting the match
-            # cancels it while the write is in flight, and the write then goes on for real.
+            # The referee is running this very step (it started the write: in its task for the first Turn,
+            # in the reader's step, inline, after that); aborting the match cancels its task while the
+            # write is in flight, and the write then goes on for real.
             running = hub.running[msg.turn.match_id]
             caught.append(msg.turn.match_id)
             running.control.abort("aborted by the test while a Turn write was in flight")

@@ -1,8 +1,12 @@
 """Asking the seats: build each acting seat's redacted Turn, wait with a deadline, charge the clock, judge.
 
 The in-process fast path (:meth:`Asking._ask_sync`) asks synchronous seats
-inline; other seats are awaited together (:meth:`Asking._ask`), and the
-first failure ends the wait. Clocks are charged here: time beyond the per-move
+inline. Otherwise :meth:`Asking._begin` asks every acting seat: a seat that
+answers through a callback (:meth:`Seat.ask_then`, the remote seat) hands its
+answer to :meth:`Asking._answered`, and the last answer of a decision carries
+the match on from that callback; any other seat's ask is awaited by the
+referee's task (:meth:`Asking._await_asks`). Either way the first failure ends
+the wait. Clocks are charged here: time beyond the per-move
 budget comes out of the seat's overage bank, less the grace that is never
 charged; an empty bank is a timeout.
 """
@@ -28,6 +32,8 @@ from arena_server.referee.state import RefereeState
 
 class Asking(RefereeState):
     """The part of the referee that asks seats for their actions and judges the answers."""
+
+    __slots__ = ()
 
     def _ask_sync(self, acting: Sequence[int] | range) -> list[int] | None:
         """All acting seats are in-process: ask, time and check each one inline (the hot path).
@@ -106,12 +112,15 @@ class Asking(RefereeState):
             )
         return None
 
-    async def _ask(self, acting: Sequence[int] | range) -> list[int] | None:
-        """Collect one legal action per acting seat (logged), or finish the match and return None.
+    def _begin(self, acting: Sequence[int] | range) -> list[tuple[int, Coroutine[Any, Any, Answer]]] | None:
+        """Build each acting seat's redacted Turn and ask it; answers go to ``self.answers``, by position in ``acting``.
 
-        The common shapes stay on a short path: every answer that is on time
-        and legal is logged and returned without going through :meth:`_check`;
-        one asynchronous seat is awaited directly (no task).
+        An in-process seat answers here. In an inline match (every seat in-process
+        or answering through :meth:`Seat.ask_then`) the other seats are asked with
+        ``ask_then`` and call :meth:`_answered` when their answer comes; a seat that
+        has already failed does so before this returns. Otherwise each other seat's
+        ``ask`` is returned as a coroutine (with its position) for the referee's task
+        to await; None when there is none.
         """
         state = self.state
         seats = self.seats
@@ -119,9 +128,15 @@ class Asking(RefereeState):
         per_move_td = self.per_move_td
         overage_td = self.overage_td
         pending = self.pending
+        inline = self.inline
         shared_obs = state.observation(None) if self.game.public_observation else None
         turn_id = self.turn_id
-        answers: list[Answer | None] = []
+        answers: list[Answer | None] = [None] * len(acting)
+        self.answers = answers
+        self.acting = acting
+        self.outstanding = 0
+        self.cut_short = False
+        self.starting = True
         waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] | None = None
         for i, seat_index in enumerate(acting):
             seat = seats[seat_index]
@@ -137,50 +152,97 @@ class Asking(RefereeState):
                 overage_td[seat_index],
             )
             moves = pending[seat_index]
-            if seat.synchronous:  # answers at once (an in-process bot): asked before any coroutine runs
-                answers.append(
-                    seat.act_now(turn, moves, Update(match_id, tuple(moves), observation) if moves else None)
-                )
+            if seat.synchronous:  # answers at once (an in-process bot): asked before any other seat
+                answers[i] = seat.act_now(turn, moves, Update(match_id, tuple(moves), observation) if moves else None)
             else:
-                answers.append(None)
                 timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace
-                if waiting is None:
-                    waiting = []
-                waiting.append((i, seat.ask(turn, tuple(moves) if moves else (), timeout)))
+                if inline:
+                    self.outstanding += 1
+                    seat.ask_then(turn, tuple(moves) if moves else (), timeout, self.callbacks[i])
+                else:
+                    if waiting is None:
+                        waiting = []
+                    waiting.append((i, seat.ask(turn, tuple(moves) if moves else (), timeout)))
             if moves:
                 moves.clear()
         self.turn_id = turn_id
-        if waiting is not None:
-            control = self.control
-            if control.aborted:
-                for _, coro in waiting:
-                    coro.close()
-                await self._abort()
-                return None
-            control.waiter = self.task
-            try:
-                if len(waiting) == 1:  # the common case: await it directly, no extra task
-                    i, coro = waiting[0]
-                    answers[i] = await coro
-                else:
-                    await self._gather(waiting, answers)
-            except asyncio.CancelledError:
-                if not control.aborted:
-                    raise
-                task = self.task
-                if task is not None:
-                    task.uncancel()
-                await self._abort()
-                return None
-            except Exception as exc:
-                i = waiting[0][0]
-                answers[i] = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
-            finally:
-                control.waiter = None
-        # Judge: an answer that is on time and legal passes inline; anything else goes through _check.
+        self.starting = False
+        return waiting
+
+    def _answered(self, i: int, ans: Answer) -> None:
+        """The answer of the seat at position ``i`` of an inline decision (called by the seat).
+
+        The last answer of the decision (or the first failure, which ends the wait)
+        carries the match on from here, in the seat's own callback: see
+        :meth:`_decided`. During :meth:`_begin` it is only recorded.
+        """
+        self.answers[i] = ans
+        self.outstanding -= 1
+        if ans.failure is not None:
+            self.cut_short = True
+        elif self.outstanding:
+            return  # another seat of this decision has still to answer
+        if not self.starting:
+            self._decided()
+
+    def _decided(self) -> None:
+        """Carry the match on after an inline decision's answers; defined by the referee's loop."""
+        raise NotImplementedError
+
+    def _cancel_outstanding(self) -> None:
+        """Forget the asks of this decision still unanswered (a seat failed, or the match ends)."""
+        if self.outstanding:
+            answers = self.answers
+            seats = self.seats
+            for i, seat_index in enumerate(self.acting):
+                if answers[i] is None and not seats[seat_index].synchronous:
+                    seats[seat_index].cancel_ask()
+            self.outstanding = 0
+
+    async def _await_asks(self, waiting: list[tuple[int, Coroutine[Any, Any, Answer]]]) -> bool:
+        """Await the asks :meth:`_begin` returned (into ``self.answers``); False if the match was aborted meanwhile.
+
+        One seat is awaited directly (no task); several together, and the first
+        failure ends the wait.
+        """
+        answers = self.answers
+        control = self.control
+        if control.aborted:
+            for _, coro in waiting:
+                coro.close()
+            return False
+        control.waiter = self.task
+        try:
+            if len(waiting) == 1:  # the common case: await it directly, no extra task
+                i, coro = waiting[0]
+                answers[i] = await coro
+            else:
+                await self._gather(waiting, answers)
+        except asyncio.CancelledError:
+            if not control.aborted:
+                raise
+            task = self.task
+            if task is not None:
+                task.uncancel()
+            return False
+        except Exception as exc:
+            i = waiting[0][0]
+            answers[i] = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
+        finally:
+            control.waiter = None
+        return True
+
+    def _judge(self) -> list[int] | None:
+        """The decision's actions, its answers judged and logged; None (``self.failures`` set) if any failed.
+
+        An answer that is on time and legal passes inline; anything else goes
+        through :meth:`_check`. A failed decision is void: none of its answers is logged.
+        """
+        acting = self.acting
+        answers = self.answers
         per_move = self.per_move
         grace = self.grace
-        is_legal = state.is_legal
+        is_legal = self.state.is_legal
         actions: list[int] = []
         failures: list[tuple[int, Termination, str]] | None = None
         for i, ans in enumerate(answers):
@@ -197,9 +259,8 @@ class Asking(RefereeState):
                 if failures is None:
                     failures = []
                 failures.append(failure)
-        if failures is not None:  # the decision is void: none of its answers is logged
+        if failures is not None:
             self.failures = failures
-            await self._finish_failures()
             return None
         log = self.record.moves
         for i, action in enumerate(actions):
@@ -231,10 +292,6 @@ class Asking(RefereeState):
         finally:
             for task in pending:
                 task.cancel()
-
-    async def _abort(self) -> None:
-        await self._finish(Termination.ABORTED, None, self.control.reason or "the match was aborted")
-        return None
 
     async def _finish_failures(self) -> None:
         failures = self.failures

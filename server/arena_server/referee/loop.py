@@ -28,6 +28,8 @@ and tells the other seats what became public. Its promises:
 from __future__ import annotations
 
 import asyncio
+import enum
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -105,8 +107,25 @@ async def play_match(
     return record
 
 
+class _Step(enum.Enum):
+    """What :meth:`_Referee._advance` stopped at: what the referee's task does next."""
+
+    WAITING = enum.auto()
+    """Inline seats were asked; the match goes on from their callbacks."""
+    ASKING = enum.auto()
+    """The task awaits the asks in ``waiting``."""
+    YIELD = enum.auto()
+    """256 more decisions: the task lets the rest of the server run."""
+    ENDED = enum.auto()
+    FAILED = enum.auto()
+    """A seat failed (``failures``)."""
+    ABORTED = enum.auto()
+
+
 class _Referee(Asking, Publishing):
     """The state of one running match (kept apart so play_match stays readable)."""
+
+    __slots__ = ("all_sync", "on_end", "rng")
 
     def __init__(
         self,
@@ -141,6 +160,21 @@ class _Referee(Asking, Publishing):
         self.overage_td = [tc.overage] * n
         self.grace = tc.grace.total_seconds()
         self.all_sync = all(s.synchronous for s in seats)
+        self.inline = all(s.synchronous or s.answers_inline for s in seats)
+        self.callbacks = (
+            [functools.partial(self._answered, i) for i in range(n)] if self.inline and not self.all_sync else []
+        )
+        """``on_answer`` for the seat at each position of a decision (see :meth:`Seat.ask_then`); a reference
+        cycle through this referee, broken when :meth:`play` returns."""
+        self.decisions = 0
+        self.player = TERMINAL
+        self.acting = ()
+        self.answers = []
+        self.outstanding = 0
+        self.cut_short = False
+        self.starting = False
+        self.waiting = []
+        self.wake = None
         self.tracking = any(self.track)
         self.failures: list[tuple[int, Termination, str]] = []
 
@@ -173,56 +207,155 @@ class _Referee(Asking, Publishing):
         return True
 
     async def play(self) -> None:
-        """Play the match to its end (after :meth:`start`); the move loop is inline, a frame less per move."""
+        """Play the match to its end (after :meth:`start`).
+
+        The decisions themselves run in :meth:`_advance`, synchronously. In an
+        inline match (every seat in-process or answering through
+        :meth:`Seat.ask_then`) this task then waits while the match goes on in the
+        seats' callbacks, move after move, and wakes only for what needs it: the
+        end of the match, a failure, an abort, a yield to the rest of the server.
+        """
         try:
-            state = self.state
-            log = self.record.moves
-            game = self.game
-            control = self.control
-            decisions = 0
+            step = self._advance()
             while True:
-                decisions += 1
-                if decisions & 255 == 0:
+                if step is _Step.WAITING:
+                    step = await self._wait_inline()
+                elif step is _Step.ASKING:
+                    answered = await self._await_asks(self.waiting)
+                    step = self._after_answers() if answered else _Step.ABORTED
+                elif step is _Step.YIELD:
                     await asyncio.sleep(0)  # in-process matches must not starve the rest of the server
-                if control.aborted:
-                    await self._finish(Termination.ABORTED, None, control.reason or "the match was aborted")
-                    return
-                player = state.current_player()
-                if player == TERMINAL:
+                    step = self._advance()
+                elif step is _Step.ENDED:
                     await self._finish(Termination.NORMAL, None, "the game ended normally")
                     return
+                elif step is _Step.FAILED:
+                    await self._finish_failures()
+                    return
+                else:
+                    await self._finish(Termination.ABORTED, None, self.control.reason or "the match was aborted")
+                    return
+        except Exception as exc:  # an engine bug must not leave seats hanging
+            self._cancel_outstanding()
+            await self._finish(Termination.ABORTED, None, f"internal error in the referee: {exc!r}")
+            raise
+        finally:
+            self.callbacks = []  # (the referee is then freed as soon as the match is, without the cycle collector)
+
+    def _advance(self, actions: list[int] | None = None) -> _Step:
+        """Apply ``actions`` (the judged answers of the decision asked), then play on.
+
+        Decisions are played until one must be waited for or the task must act
+        (end, failure, abort, yield). Chance moves and in-process seats are
+        played here; a decision with another seat is asked (:meth:`_begin`) and,
+        unless every answer is already in, this returns ``WAITING`` (inline
+        seats carry on through :meth:`_decided`) or ``ASKING`` (the task awaits
+        ``self.waiting``, then calls :meth:`_after_answers`).
+        """
+        state = self.state
+        game = self.game
+        control = self.control
+        player = self.player
+        decisions = self.decisions
+        try:
+            while True:
+                if actions is not None:
+                    if player == SIMULTANEOUS:
+                        state.apply_actions_unchecked(actions)  # legality was checked seat by seat
+                        if self.tracking or self.listeners:
+                            self._publish([self._public_move(s, a) for s, a in enumerate(actions)])
+                    else:
+                        action = actions[0]
+                        state.apply_action_unchecked(player, action)
+                        if self.tracking or self.listeners:
+                            self._publish([self._public_move(player, action)])
+                    actions = None
+                    decisions += 1
+                    if decisions & 255 == 0:
+                        return _Step.YIELD  # (in-process matches must not starve the rest of the server)
+                if control.aborted:
+                    return _Step.ABORTED
+                player = state.current_player()
+                if player == TERMINAL:
+                    return _Step.ENDED
                 if player == CHANCE:
                     action = sample_outcome(state.chance_outcomes(), self.rng)
                     state.apply_action(action)
-                    log.add(CHANCE, action, 0.0)
+                    self.record.moves.add(CHANCE, action, 0.0)
                     if game.chance_is_public:
                         self._publish([PublicMove(CHANCE, action, game.action_to_string(CHANCE, action))])
+                    decisions += 1
+                    if decisions & 255 == 0:
+                        return _Step.YIELD
                     continue
                 acting = range(game.num_players) if player == SIMULTANEOUS else (player,)
                 if player != SIMULTANEOUS and self.pending_any:  # (in a simultaneous move every seat gets a Turn)
                     self._flush_updates(acting)
                 if self.all_sync:
                     actions = self._ask_sync(acting)
-                    if actions is None:
-                        await self._finish_failures()
-                        return
                 else:
-                    asked = await self._ask(acting)  # logged as they were judged
-                    if asked is None:
-                        return
-                    actions = asked
-                if player == SIMULTANEOUS:
-                    state.apply_actions_unchecked(actions)  # legality was checked seat by seat
-                    if self.tracking or self.listeners:
-                        self._publish([self._public_move(s, a) for s, a in enumerate(actions)])
-                else:
-                    action = actions[0]
-                    state.apply_action_unchecked(player, action)
-                    if self.tracking or self.listeners:
-                        self._publish([self._public_move(player, action)])
-        except Exception as exc:  # an engine bug must not leave seats hanging
-            await self._finish(Termination.ABORTED, None, f"internal error in the referee: {exc!r}")
-            raise
+                    waiting = self._begin(acting)
+                    if waiting is not None:
+                        self.waiting = waiting
+                        return _Step.ASKING
+                    if self.outstanding and not self.cut_short:
+                        return _Step.WAITING
+                    self._cancel_outstanding()
+                    actions = self._judge()
+                if actions is None:
+                    return _Step.FAILED
+        finally:
+            self.player = player
+            self.decisions = decisions
+
+    def _after_answers(self) -> _Step:
+        """The decision's answers are in: judge them, then go on (see :meth:`_advance`)."""
+        self._cancel_outstanding()
+        actions = self._judge()
+        if actions is None:
+            return _Step.FAILED
+        return self._advance(actions)
+
+    def _decided(self) -> None:
+        """An inline decision's answers are in (called from the last seat's callback): go on from here.
+
+        The next Turn is written before this returns. What needs the task (the
+        end, a failure, an abort, a yield) wakes it; so does an exception, which
+        never reaches the seat that called.
+        """
+        wake = self.wake
+        if wake is None or wake.done():
+            return  # the task is already on its way to end the match: this answer no longer counts
+        try:
+            step = self._after_answers()
+        except Exception as exc:
+            wake.set_exception(exc)
+            return
+        if step is not _Step.WAITING:
+            wake.set_result(step)
+
+    async def _wait_inline(self) -> _Step:
+        """Wait while the match goes on in the seats' callbacks; what :meth:`_decided` hands back.
+
+        An abort cancels this wait: the asks still out are forgotten and the match ends as aborted.
+        """
+        wake: asyncio.Future[_Step] = asyncio.get_running_loop().create_future()
+        self.wake = wake
+        control = self.control
+        control.waiter = self.task
+        try:
+            return await wake
+        except asyncio.CancelledError:
+            self._cancel_outstanding()
+            if not control.aborted:
+                raise
+            task = self.task
+            if task is not None:
+                task.uncancel()
+            return _Step.ABORTED
+        finally:
+            control.waiter = None
+            self.wake = None
 
     async def _finish(self, termination: Termination, offender: int | None, reason: str, forfeit: bool = True) -> None:
         record = self.record

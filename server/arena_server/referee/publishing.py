@@ -20,6 +20,8 @@ from arena_server.referee.state import RefereeState
 class Publishing(RefereeState):
     """The part of the referee that tells seats and spectators what became public."""
 
+    __slots__ = ()
+
     @property
     def pending_any(self) -> bool:
         return any(self.pending)

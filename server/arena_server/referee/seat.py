@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from arena_client.types import (
     MatchInfo,
@@ -26,6 +26,8 @@ class Seat(abc.ABC):
 
     synchronous: bool = False
     wants_updates: bool = True
+    answers_inline: bool = False
+    """The seat implements :meth:`ask_then` and :meth:`cancel_ask` (the referee then needs no task wake-up per move)."""
 
     def __init__(self, info: SeatInfo) -> None:
         self.info = info
@@ -36,6 +38,21 @@ class Seat(abc.ABC):
 
     async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
         """Send ``turn`` (with the public ``moves`` the seat has not seen) and await the answer."""
+        raise NotImplementedError
+
+    def ask_then(
+        self, turn: Turn, moves: Sequence[PublicMove], timeout: float, on_answer: Callable[[Answer], None]
+    ) -> None:
+        """Send ``turn`` and return at once; ``on_answer`` is called once, with the answer or the failure.
+
+        It is called from whatever produces the answer (the seat's reader, its
+        deadline, its session closing), and before this returns if the seat has
+        already failed; never after :meth:`cancel_ask`.
+        """
+        raise NotImplementedError
+
+    def cancel_ask(self) -> None:
+        """Forget the turn asked by :meth:`ask_then` (its answer, if it comes, is dropped as stale)."""
         raise NotImplementedError
 
     def act_now(self, turn: Turn, moves: Sequence[PublicMove], update: Update | None) -> Answer:

@@ -452,7 +452,14 @@ class RemoteSession:
 
 
 class RemoteSeat(Seat):
-    """A remote session's seat in one match."""
+    """A remote session's seat in one match.
+
+    It answers inline (:meth:`ask_then`): the Action read from the stream is
+    handed to the referee in the reader's own step, which writes the next Turn
+    before the reader arms its next read.
+    """
+
+    answers_inline = True
 
     def __init__(self, session: RemoteSession, info: SeatInfo) -> None:
         super().__init__(info)
@@ -463,7 +470,8 @@ class RemoteSeat(Seat):
         self._turn_id = 0
         self._issued: set[int] = set()
         self._expected = 0
-        self._future: asyncio.Future[Answer] | None = None
+        self._on_answer: Callable[[Answer], None] | None = None
+        """Whoever waits for the outstanding turn's answer (None: no turn is outstanding)."""
         self._timeout = 0.0
         self._started = 0.0
         self._failure: Answer | None = None
@@ -486,15 +494,17 @@ class RemoteSeat(Seat):
         self.session.send_nowait(bs.ServerMessage(match_started=match_info_to_proto(match)))
         return None
 
-    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
+    def ask_then(
+        self, turn: Turn, moves: Sequence[PublicMove], timeout: float, on_answer: Callable[[Answer], None]
+    ) -> None:
         if self._failure is not None:
-            return self._failure
+            on_answer(self._failure)
+            return
         lag = self._lag
         if lag is None:  # watched from the first turn to the end of the match (see end)
             lag = self._lag = LoopLag.of(asyncio.get_running_loop())
             lag.acquire()
-        future: asyncio.Future[Answer] = lag.loop.create_future()  # (the running loop, without looking it up)
-        self._future = future
+        self._on_answer = on_answer
         self._timeout = timeout
         turn_id = turn.turn_id
         self._expected = turn_id
@@ -502,21 +512,39 @@ class RemoteSeat(Seat):
         self.last_turn_args = (turn, moves)
         self._turn_msg = msg = server_message_turn(turn, moves)
         self._started = time.perf_counter()
+        # Started here when the stream is idle, but owned by the session: an abort never cuts it in half;
+        # a bot that does not read is disconnected by the write deadline.
+        self.session.send_nowait(msg, self._written)
+
+    def cancel_ask(self) -> None:
+        if self._on_answer is not None:
+            self._on_answer = None
+            self._end_turn()
+
+    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         try:
-            # Started here when the stream is idle, but owned by the session: an abort (cancelling this task)
-            # never cuts it in half; a bot that does not read is disconnected by the write deadline.
-            self.session.send_nowait(msg, self._written)
+            self.ask_then(turn, moves, timeout, future.set_result)
             return await future
         finally:
-            self._future = None
-            if self._deadline is not None:
-                self._deadline.cancel()
-            self._expected = 0
+            self.cancel_ask()  # (nothing to do once answered)
+
+    def _answer(self, answer: Answer) -> None:
+        """The outstanding turn's answer (or failure): the turn ends, and whoever asked hears it."""
+        on_answer = self._on_answer
+        if on_answer is not None:
+            self._on_answer = None
+            self._end_turn()
+            on_answer(answer)
+
+    def _end_turn(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._expected = 0
 
     def _written(self, msg: Outgoing) -> None:
         """A Turn is on the stream: the bot's clock starts, and counts only while the loop is responsive."""
-        future = self._future
-        if msg is not self._turn_msg or future is None or future.done():
+        if msg is not self._turn_msg or self._on_answer is None:
             return  # an earlier turn's write (the bot answered it first), or the turn already ended
         session = self.session
         session.owed_turn = self._expected
@@ -528,9 +556,8 @@ class RemoteSeat(Seat):
             deadline.restart(self._timeout, self._expire)
 
     def _expire(self) -> None:
-        future = self._future
-        if future is not None and not future.done():
-            future.set_result(
+        if self._on_answer is not None:
+            self._answer(
                 Answer(
                     None,
                     time.perf_counter() - self._started,
@@ -555,8 +582,7 @@ class RemoteSeat(Seat):
                 )
             )
             return
-        future = self._future
-        if future is not None and action.turn_id == self._expected and match_id == self.match_id and not future.done():
+        if self._on_answer is not None and action.turn_id == self._expected and match_id == self.match_id:
             # A stall of the server's loop just before this read is not the bot's time.
             started = self._started
             read = time.perf_counter()
@@ -564,7 +590,7 @@ class RemoteSeat(Seat):
             stalls = lag.stalls
             if read - lag.last_tick > lag.LATE or (stalls and stalls[-1][1] >= read - lag.RECENT):
                 read = lag.arrival(started, read)  # (otherwise no stall can have delayed this read)
-            future.set_result(Answer(action.action, read - started))
+            self._answer(Answer(action.action, read - started))
             return
         if action.match_id == self.match_id and action.turn_id in self._issued:
             self.session.send_nowait(
@@ -595,9 +621,8 @@ class RemoteSeat(Seat):
         """End this seat's participation; the referee sees it at the current or next turn."""
         if self._failure is None:
             self._failure = Answer(None, 0.0, termination, reason)
-        future = self._future
-        if future is not None and not future.done():
-            future.set_result(Answer(None, time.perf_counter() - self._started, termination, reason))
+        if self._on_answer is not None:
+            self._answer(Answer(None, time.perf_counter() - self._started, termination, reason))
 
     def update(self, update: Update) -> None:
         if self._failure is None:

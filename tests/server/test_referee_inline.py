@@ -1,0 +1,144 @@
+"""A remote seat's answer carries the match on in the reader's own step (issue 20, ninth pass).
+
+Every seat of these matches is a remote bot on a real gRPC stream or a hosted
+bot, so the referee runs them inline: the Action read from the stream is
+judged, applied and followed by the next Turn from the seat's callback, and the
+referee's task sleeps until the match needs it. These tests check that it does
+sleep, and that everything that used to wake it still ends the match as before:
+an abort, a seat failing while another seat's turn is out, and a bug in the
+engine, which must end the match as aborted without harming the bot's session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from arena.v1 import bot_session_pb2 as bs
+from arena.v1 import common_pb2
+from arena_client import Bot, Termination, Turn
+from arena_client.remote import Client
+from arena_games.rps import RpsState
+from arena_server.referee import loop
+from tests.conftest import LiveServer
+from tests.fakes.grpc_bots import RawBot
+
+ROUNDS = 600
+
+
+class Paper(Bot):
+    name = "paper-bot"
+    games = ("rps",)
+
+    def act(self, turn: Turn) -> int:
+        return 1
+
+
+async def test_the_referees_task_sleeps_while_a_remote_match_runs(
+    live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits: list[int] = []
+    real_wait = loop._Referee._wait_inline
+
+    async def counted(self: Any) -> Any:
+        waits.append(self.decisions)
+        return await real_wait(self)
+
+    monkeypatch.setattr(loop._Referee, "_wait_inline", counted)
+    client = Client(Paper(), live_server.address, name="paper", threaded=False)
+    await client.play(opponent="rock", params={"rounds": ROUNDS})
+    (result,) = client.results
+    assert result.termination == Termination.NORMAL and result.returns == (ROUNDS, -ROUNDS)
+    stored = await live_server.store.get_match(result.match_id)
+    assert stored is not None and len(stored.moves.actions) == 2 * ROUNDS
+    # One wait from the first move, then one per 256 decisions (the yield to the rest of the server),
+    # where a task that woke for every answer would wait 600 times.
+    assert 1 <= len(waits) <= ROUNDS // 256 + 1, waits
+
+
+async def play_turns(raw: RawBot, action: int, until: int | None = None) -> tuple[bs.Turn | None, bs.MatchEnded]:
+    """Answer Turns with ``action``; stop at (and return unanswered) turn ``until``, or at the match's end."""
+    while True:
+        msg = await raw.recv()
+        kind = msg.WhichOneof("kind")
+        if kind == "turn":
+            if until is not None and msg.turn.turn_id >= until:
+                return msg.turn, bs.MatchEnded()
+            await raw.answer(msg.turn, action)
+        elif kind == "match_ended":
+            return None, msg.match_ended
+
+
+async def test_an_abort_while_the_remote_bot_thinks_ends_the_match_and_its_late_answer_is_stale(
+    live_server: LiveServer,
+) -> None:
+    raw = RawBot(live_server.channel())
+    assert (await raw.hello("thinker")).WhichOneof("kind") == "welcome"
+    await raw.challenge("rock", rounds=100)
+    held, _ = await play_turns(raw, 1, until=21)
+    assert held is not None
+    (running,) = live_server.hub.running.values()
+    running.control.abort("aborted by the test while the bot was thinking")
+    ended = (await raw.recv_kind("match_ended")).match_ended
+    assert ended.termination == common_pb2.TERMINATION_ABORTED and "aborted by the test" in ended.reason
+    await raw.answer(held, 1)  # the late answer: dropped as stale, not a protocol violation
+    error = (await raw.recv_kind("error")).error
+    assert error.code == bs.ERROR_CODE_STALE_TURN and not error.fatal
+    stored = await live_server.store.get_match(held.match_id)
+    assert stored is not None and stored.termination == Termination.ABORTED
+    assert len(stored.moves.actions) == 2 * 10  # the ten rounds played; the eleventh was never answered
+    # The same session plays on.
+    await raw.challenge("rock", rounds=5)
+    _, again = await play_turns(raw, 1)
+    assert again.termination == common_pb2.TERMINATION_NORMAL
+
+
+async def test_a_seat_that_hangs_up_while_the_other_seats_turn_is_out_ends_the_match_for_it(
+    live_server: LiveServer,
+) -> None:
+    waiting = RawBot(live_server.channel())
+    assert (await waiting.hello("waiting")).WhichOneof("kind") == "welcome"
+    leaving_channel = live_server.channel()
+    leaving = RawBot(leaving_channel)
+    assert (await leaving.hello("leaving")).WhichOneof("kind") == "welcome"
+    await leaving.challenge("waiting", rounds=50)
+    # Both play five rounds, then both get turn 11/12; only `leaving` hangs up, `waiting` holds its answer.
+    for _ in range(5):
+        for raw in (waiting, leaving):
+            turn = (await raw.recv_kind("turn")).turn
+            await raw.answer(turn, 0)
+    held = (await waiting.recv_kind("turn")).turn
+    await leaving.recv_kind("turn")
+    await leaving_channel.close()
+    ended = (await waiting.recv_kind("match_ended")).match_ended
+    assert ended.termination == common_pb2.TERMINATION_DISCONNECT, ended
+    await waiting.answer(held, 0)  # its turn was cancelled with the match: stale
+    error = (await waiting.recv_kind("error")).error
+    assert error.code == bs.ERROR_CODE_STALE_TURN, error
+    stored = await live_server.store.get_match(held.match_id)
+    assert stored is not None and stored.termination == Termination.DISCONNECT
+    assert stored.seats[stored.offender].bot_name == "leaving"  # type: ignore[index]
+
+
+async def test_an_engine_error_in_an_inline_move_aborts_the_match_and_spares_the_session(
+    live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_apply = RpsState.apply_actions_unchecked
+
+    def broken(self: RpsState, actions: Any) -> None:
+        if self._round == 7:
+            raise RuntimeError("a bug in the engine, on purpose")
+        real_apply(self, actions)
+
+    monkeypatch.setattr(RpsState, "apply_actions_unchecked", broken)
+    raw = RawBot(live_server.channel())
+    assert (await raw.hello("victim")).WhichOneof("kind") == "welcome"
+    await raw.challenge("rock", rounds=20)
+    _, ended = await play_turns(raw, 1)
+    assert ended.termination == common_pb2.TERMINATION_ABORTED
+    assert "internal error in the referee" in ended.reason and "a bug in the engine" in ended.reason
+    monkeypatch.setattr(RpsState, "apply_actions_unchecked", real_apply)
+    await raw.challenge("rock", rounds=5)
+    _, again = await play_turns(raw, 1)
+    assert again.termination == common_pb2.TERMINATION_NORMAL and list(again.returns) == [5.0, -5.0]
