@@ -32,7 +32,8 @@ machine shared with other work disturbs much less.
 4. One remote bot across processes, as Arena is deployed: ``arena serve`` (or
    the bare echo server) in its own process and one client in another
    (``remote_clients.py``), the median round trip over 2000 rounds, the SDK
-   bot in the same three modes.
+   bot in the same three modes, and a client that speaks the protocol by hand
+   (no SDK: what it costs over the bare line is the server's share).
 
 Targets: (2) at most 1.3x (1); (4) at most 1.3x its bare line; (3) at least 0.8x the bare round
 trips per second.
@@ -325,10 +326,16 @@ def main() -> None:
         f"server CPU per round trip {ratio(cpu['arena'], cpu['bare']):.2f}x"
     )
 
-    across_runs: dict[str, list[float]] = {"bare-latency": [], "arena-auto": [], "arena-thread": [], "arena-inline": []}
+    across_runs: dict[str, list[float]] = {
+        "bare-latency": [],
+        "arena-auto": [],
+        "arena-thread": [],
+        "arena-inline": [],
+        "arena-protocol": [],
+    }
     for _ in range(max(args.repeats // 2, 1)):
         across_runs["bare-latency"].append(across("bare-latency", echo_process(server_cpu, args.helper_threads)))
-        for kind in ("arena-auto", "arena-thread", "arena-inline"):
+        for kind in ("arena-auto", "arena-thread", "arena-inline", "arena-protocol"):
             across_runs[kind].append(across(kind, arena_process(extra, server_cpu, args.helper_threads)))
     print(
         f"one remote bot, server in its own process{' (' + args.serve_args + ')' if extra else ''}, "
@@ -340,6 +347,7 @@ def main() -> None:
         ("arena-auto", "arena remote SDK bot (auto)"),
         ("arena-thread", "arena remote SDK bot (thread)"),
         ("arena-inline", "arena remote SDK bot (inline)"),
+        ("arena-protocol", "arena, protocol client, no SDK"),
     ):
         print(
             f"  {label:<31}median {statistics.median(across_runs[key]) * 1e6:6.1f}us"

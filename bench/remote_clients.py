@@ -2,16 +2,19 @@
 
 Run by ``bench_remote.py`` as ``python bench/remote_clients.py KIND PORT STREAMS ROUNDS``; prints one
 JSON line. KIND ``arena`` or ``bare``: ``STREAMS`` concurrent streams (3), the round trips per second
-and this process's CPU seconds per round trip. KIND ``arena-auto``, ``arena-inline``, ``arena-thread``
-or ``bare-latency``: one stream (4), the median round trip. The process imports what a bot process
-imports (grpc and the SDK), not the server's packages: the benchmark process itself carries the
-server's imports from parts (1) and (2), three times a bot's objects, which would make every full
-garbage collection of the clients three times as long.
+and this process's CPU seconds per round trip. KIND ``arena-auto``, ``arena-inline``, ``arena-thread``,
+``arena-protocol`` or ``bare-latency``: one stream (4), the median round trip. ``arena-protocol`` is
+no SDK at all: a client that speaks the protocol by hand (protobuf to read each Turn, the Action
+written as bytes), so what it costs over ``bare-latency`` is the server's share of a move.
+The process imports what a bot process imports (grpc and the SDK), not the server's packages: the
+benchmark process itself carries the server's imports from parts (1) and (2), three times a bot's
+objects, which would make every full garbage collection of the clients three times as long.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import statistics
 import sys
@@ -22,7 +25,8 @@ import grpc
 
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import Bot, Turn
-from arena_client.remote import Client
+from arena_client.remote import PLAY_METHOD, PROTOCOL_VERSION, Client
+from arena_client.wire import action_message
 
 
 class Scissors(Bot):
@@ -95,6 +99,36 @@ async def arena_latency(port: int, rounds: int, threaded: bool | Literal["auto"]
     return statistics.median(b - a for a, b in zip(bot.stamps, bot.stamps[1:], strict=False))
 
 
+async def protocol_latency(port: int, rounds: int) -> float:
+    """As :func:`arena_latency`, with a client that speaks the protocol by hand instead of the SDK."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.stream_stream(PLAY_METHOD)()  # bytes both ways
+        hello = bs.Hello(protocol_version=PROTOCOL_VERSION, name="bench-protocol", games=["rps"])
+        await call.write(bs.BotMessage(hello=hello).SerializeToString())
+        await call.read()
+        parse = bs.ServerMessage.FromString
+        stamps: list[float] = []
+        for match_rounds in (100, rounds):  # a warm-up match, then the one timed
+            challenge = bs.Challenge(opponent="rock", game="rps", matches=1)
+            challenge.params["rounds"].int_value = match_rounds
+            await call.write(bs.BotMessage(challenge=challenge).SerializeToString())
+            stamps = []
+            while True:
+                msg = parse(await call.read())
+                kind = msg.WhichOneof("kind")
+                if kind == "turn":
+                    stamps.append(time.perf_counter())
+                    await call.write(action_message(msg.turn.match_id, msg.turn.turn_id, 2))
+                elif kind == "match_ended":
+                    break
+                elif kind == "error" or (
+                    kind == "challenge_status" and msg.challenge_status.state == bs.ChallengeStatus.STATE_REFUSED
+                ):
+                    raise SystemExit(f"remote_clients.py: the server refused the match: {msg}")
+        await call.done_writing()
+    return statistics.median(b - a for a, b in itertools.pairwise(stamps))
+
+
 async def bare_latency(port: int, rounds: int) -> float:
     """Median seconds per ping-pong on one echo stream (after 50 to warm up)."""
     times: list[float] = []
@@ -105,9 +139,11 @@ async def bare_latency(port: int, rounds: int) -> float:
 def main() -> None:
     kind, port, streams, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     modes: dict[str, bool | Literal["auto"]] = {"arena-auto": "auto", "arena-inline": False, "arena-thread": True}
-    if kind in modes or kind == "bare-latency":
+    if kind in modes or kind in ("bare-latency", "arena-protocol"):
         if kind == "bare-latency":
             median = asyncio.run(bare_latency(port, rounds))
+        elif kind == "arena-protocol":
+            median = asyncio.run(protocol_latency(port, rounds))
         else:
             median = asyncio.run(arena_latency(port, rounds, modes[kind]))
         print(json.dumps({"median": median}))
