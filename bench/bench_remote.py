@@ -62,13 +62,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from typing import Literal
 
 import grpc
 from remote_clients import Scissors, ping_pong
 
 import arena_bots
-from arena_client.remote import Client
+from arena_client.remote import Client, Threaded
 from arena_server.api.server import running_server
 from arena_server.matches.hub import Hub
 
@@ -130,7 +129,7 @@ async def bare_round_trip(n: int) -> tuple[float, float]:
     return statistics.fmean(times), statistics.median(times)
 
 
-async def arena_round_trip(threaded: bool | Literal["auto"]) -> tuple[float, float]:
+async def arena_round_trip(threaded: Threaded) -> tuple[float, float]:
     """Seconds per round of a remote SDK bot vs a hosted bot through the real server: (mean, median)."""
     hub = Hub(None, arena_bots.hosted_bots())
     async with running_server(hub, port=0) as (_server, port):

@@ -19,13 +19,12 @@ import json
 import statistics
 import sys
 import time
-from typing import Literal
 
 import grpc
 
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import Bot, Turn
-from arena_client.remote import PLAY_METHOD, PROTOCOL_VERSION, Client
+from arena_client.remote import PLAY_METHOD, PROTOCOL_VERSION, Client, Threaded
 from arena_client.wire import action_message
 
 
@@ -88,7 +87,7 @@ async def bare_throughput(port: int, streams: int, rounds: int) -> float:
     return streams * rounds / (time.perf_counter() - start)
 
 
-async def arena_latency(port: int, rounds: int, threaded: bool | Literal["auto"]) -> float:
+async def arena_latency(port: int, rounds: int, threaded: Threaded) -> float:
     """Median seconds between two ``act`` calls of one remote SDK bot: one round trip (after a warm-up match)."""
     warm = Client(Scissors(), f"127.0.0.1:{port}", name="warm", threaded=threaded)
     await warm.play(opponent="rock", params={"rounds": 100})
@@ -138,7 +137,7 @@ async def bare_latency(port: int, rounds: int) -> float:
 
 def main() -> None:
     kind, port, streams, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    modes: dict[str, bool | Literal["auto"]] = {"arena-auto": "auto", "arena-inline": False, "arena-thread": True}
+    modes: dict[str, Threaded] = {"arena-auto": "auto", "arena-inline": False, "arena-thread": True}
     if kind in modes or kind in ("bare-latency", "arena-protocol"):
         if kind == "bare-latency":
             median = asyncio.run(bare_latency(port, rounds))

@@ -57,6 +57,10 @@ from arena_games import ParamValue
 
 log = logging.getLogger("arena_client")
 
+Threaded = bool | Literal["auto"]
+"""Where ``act`` runs: ``True`` its worker thread, ``False`` inline on the event loop, ``"auto"`` (the default)
+the thread until it has been quick :data:`QUICK_STREAK` times in a row, then inline."""
+
 PROTOCOL_VERSION = "arena.v1"
 PLAY_METHOD = "/arena.v1.BotSessionService/Play"
 CLIENT = "arena_client/0.1"
@@ -117,7 +121,7 @@ def run(
     reconnect: bool = True,
     max_backoff: float = 30.0,
     give_up_after: float | None = GIVE_UP_AFTER,
-    threaded: bool | Literal["auto"] = "auto",
+    threaded: Threaded = "auto",
     on_connect: Callable[[str], None] | None = None,
 ) -> list[MatchResult]:
     """Connect ``bot`` to the server at ``target`` and play.
@@ -244,7 +248,7 @@ class Client:
         target: str,
         name: str,
         token: str = "",
-        threaded: bool | Literal["auto"] = "auto",
+        threaded: Threaded = "auto",
         on_connect: Callable[[str], None] | None = None,
     ) -> None:
         self.bot = bot
