@@ -11,16 +11,20 @@ engine, which must end the match as aborted without harming the bot's session.
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import common_pb2
-from arena_client import Bot, Termination, Turn
+from arena_client import Bot, SeatInfo, Termination, Turn
 from arena_client.remote import Client
 from arena_games.rps import RpsState
 from arena_server.referee import loop
+from arena_server.seats.remote import Outgoing, RemoteSeat, RemoteSession
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
@@ -142,3 +146,30 @@ async def test_an_engine_error_in_an_inline_move_aborts_the_match_and_spares_the
     await raw.challenge("rock", rounds=5)
     _, again = await play_turns(raw, 1)
     assert again.termination == common_pb2.TERMINATION_NORMAL and list(again.returns) == [5.0, -5.0]
+
+
+async def test_an_answer_that_arrives_as_an_awaited_ask_is_cancelled_is_dropped_quietly() -> None:
+    """``RemoteSeat.ask`` (a match with a stdio seat awaits the remote one in the referee's task) cancelled.
+
+    Between the cancellation and the task running its clean-up, the bot's Action may be read: the seat
+    must drop it, not fail the reader by resolving a cancelled future.
+    """
+
+    async def write(out: Outgoing) -> None:  # a stream whose writes complete at once
+        return None
+
+    session = RemoteSession(write)
+    seat = RemoteSeat(session, SeatInfo(0, "just-in-time", 1, "remote"))
+    seat.match_id = "m1"
+    turn = Turn("m1", 1, 0, None, (0, 1, 2), timedelta(seconds=1), timedelta(0))
+    asked = asyncio.ensure_future(seat.ask(turn, (), 5.0))
+    await asyncio.sleep(0)
+    asked.cancel()  # the referee's task is cancelled (an abort) ...
+    seat.on_action(bs.Action(match_id="m1", turn_id=1, action=2))  # ... and the answer is read before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await asked
+    # The next ask is answered normally.
+    asked = asyncio.ensure_future(seat.ask(replace(turn, turn_id=2), (), 5.0))
+    await asyncio.sleep(0)
+    seat.on_action(bs.Action(match_id="m1", turn_id=2, action=1))
+    assert (await asyncio.wait_for(asked, 5)).action == 1
