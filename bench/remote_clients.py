@@ -19,6 +19,8 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 
@@ -98,6 +100,30 @@ async def arena_latency(port: int, rounds: int, threaded: Threaded) -> float:
     return statistics.median(b - a for a, b in zip(bot.stamps, bot.stamps[1:], strict=False))
 
 
+async def protocol_match(call: Any, rounds: int, on_turn: Callable[[], None]) -> None:
+    """Play one RPS match against hosted rock on a Play stream of bytes, by hand (no SDK).
+
+    Challenges, then reads each Turn with protobuf and answers scissors with the Action written as
+    bytes, awaiting the write as the bare loop does; ``on_turn`` is called as each Turn is read.
+    """
+    challenge = bs.Challenge(opponent="rock", game="rps", matches=1)
+    challenge.params["rounds"].int_value = rounds
+    await call.write(bs.BotMessage(challenge=challenge).SerializeToString())
+    parse = bs.ServerMessage.FromString
+    while True:
+        msg = parse(await call.read())
+        kind = msg.WhichOneof("kind")
+        if kind == "turn":
+            on_turn()
+            await call.write(action_message(msg.turn.match_id, msg.turn.turn_id, 2))
+        elif kind == "match_ended":
+            return
+        elif kind == "error" or (
+            kind == "challenge_status" and msg.challenge_status.state == bs.ChallengeStatus.STATE_REFUSED
+        ):
+            raise SystemExit(f"the server refused the match: {msg}")
+
+
 async def protocol_latency(port: int, rounds: int) -> float:
     """As :func:`arena_latency`, with a client that speaks the protocol by hand instead of the SDK."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -105,25 +131,9 @@ async def protocol_latency(port: int, rounds: int) -> float:
         hello = bs.Hello(protocol_version=PROTOCOL_VERSION, name="bench-protocol", games=["rps"])
         await call.write(bs.BotMessage(hello=hello).SerializeToString())
         await call.read()
-        parse = bs.ServerMessage.FromString
+        await protocol_match(call, 100, lambda: None)  # a warm-up match
         stamps: list[float] = []
-        for match_rounds in (100, rounds):  # a warm-up match, then the one timed
-            challenge = bs.Challenge(opponent="rock", game="rps", matches=1)
-            challenge.params["rounds"].int_value = match_rounds
-            await call.write(bs.BotMessage(challenge=challenge).SerializeToString())
-            stamps = []
-            while True:
-                msg = parse(await call.read())
-                kind = msg.WhichOneof("kind")
-                if kind == "turn":
-                    stamps.append(time.perf_counter())
-                    await call.write(action_message(msg.turn.match_id, msg.turn.turn_id, 2))
-                elif kind == "match_ended":
-                    break
-                elif kind == "error" or (
-                    kind == "challenge_status" and msg.challenge_status.state == bs.ChallengeStatus.STATE_REFUSED
-                ):
-                    raise SystemExit(f"remote_clients.py: the server refused the match: {msg}")
+        await protocol_match(call, rounds, lambda: stamps.append(time.perf_counter()))
         await call.done_writing()
     return statistics.median(b - a for a, b in itertools.pairwise(stamps))
 

@@ -37,12 +37,11 @@ from dataclasses import dataclass
 
 import grpc
 from bench_remote import echo_server
-from remote_clients import Scissors, turn_payload
+from remote_clients import Scissors, protocol_match, turn_payload
 
 import arena_bots
 from arena.v1 import bot_session_pb2 as bs
 from arena_client.remote import PLAY_METHOD, PROTOCOL_VERSION, Client
-from arena_client.wire import action_message
 from arena_server.api.server import running_server
 from arena_server.matches.hub import Hub
 
@@ -138,24 +137,14 @@ async def protocol() -> dict[str, float]:
         hello = bs.Hello(protocol_version=PROTOCOL_VERSION, name="split-protocol", games=["rps"])
         await call.write(bs.BotMessage(hello=hello).SerializeToString())
         await call.read()
-        challenge = bs.Challenge(opponent="rock", game="rps", matches=1)
-        challenge.params["rounds"].int_value = ROUNDS
-        await call.write(bs.BotMessage(challenge=challenge).SerializeToString())
-        parse = bs.ServerMessage.FromString
-        i = 0
-        while True:
-            msg = parse(await call.read())
-            kind = msg.WhichOneof("kind")
-            if kind == "turn":
-                window.at(i)
-                i += 1
-                await call.write(action_message(msg.turn.match_id, msg.turn.turn_id, 2))
-            elif kind == "match_ended":
-                break
-            elif kind == "error" or (
-                kind == "challenge_status" and msg.challenge_status.state == bs.ChallengeStatus.STATE_REFUSED
-            ):
-                raise SystemExit(f"split_remote.py: the server refused the match: {msg}")
+        turns = 0
+
+        def on_turn() -> None:
+            nonlocal turns
+            window.at(turns)
+            turns += 1
+
+        await protocol_match(call, ROUNDS, on_turn)
         await call.done_writing()
     return window.per_round_trip()
 
