@@ -20,9 +20,13 @@ with ``gcc -O2`` into a temporary directory; skipped without gcc or with ``--no-
   ``read(2)`` for the frame, a hand-written walk over the protobuf fields it needs (match id,
   turn id, first legal action), the Action encoded by hand and sent with one ``write(2)``.
   Its own work is well under a microsecond, so what is left is the pipes and the server.
+* **c-inline**: the same seat and bot, asked as the referee asks it in a match since issue 20's
+  ninth pass: ``SubprocessSeat.ask_then``, each next Turn asked from the previous answer's
+  callback, in the pipe reader's step (no task woken per move). **c-proto**'s awaited ``ask``
+  is what a match uses only when one of its seats cannot answer that way.
 
 For the c rows it also prints this process's CPU time per move (``time.thread_time`` around
-the move loop, median over the runs) for ``c-async`` and ``c-proto``: it does not depend on
+the move loop, median over the runs) for ``c-async``, ``c-proto`` and ``c-inline``: it does not depend on
 where the scheduler puts the child, so it is the steadier figure on a shared machine.
 
 Each runs ``--runs`` times, interleaved, and the best run counts. The bots time their own
@@ -42,7 +46,7 @@ inherit it), which holds every row in the one-core mode.
 
 Run: ``.venv/bin/python bench/bench_stdio.py [--moves 5000] [--runs 3] [--loop asyncio|uvloop|both] [--no-c]
 [--pin CPU]``.
-Target: proto <= 1.3x the bare asyncio pipe ping-pong; like for like, c-proto <= 1.3x c-async.
+Target: proto <= 1.3x the bare asyncio pipe ping-pong; like for like, c-proto (and c-inline) <= 1.3x c-async.
 """
 
 from __future__ import annotations
@@ -57,11 +61,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
 from arena_client import MatchInfo, SeatInfo, TimeControl, Turn
 from arena_games import load_game
+from arena_server.referee.records import Answer
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
@@ -170,11 +176,14 @@ async def asyncio_round_trips(moves: int, echo: list[str], cpu: list[float]) -> 
 
 
 async def seat_round_trips(
-    framing: Framing, moves: int, command: list[str], cpu: list[float] | None = None
+    framing: Framing, moves: int, command: list[str], cpu: list[float] | None = None, inline: bool = False
 ) -> tuple[list[float], float]:
     """Per-move round trips, and the bot's own median work per move (read to flushed answer) in seconds.
 
     Appends the server side's CPU time per move (``time.thread_time``, the move loop only) to ``cpu``.
+    The seat is asked with an awaited ``seat.ask`` per move, or with ``inline`` as the referee asks it
+    in a match: ``seat.ask_then``, the next Turn asked from the answer's callback, in the pipe
+    reader's step.
     """
     program = BotProgram(
         command,
@@ -191,21 +200,50 @@ async def seat_round_trips(
     state = game.new_initial_state()
     obs = state.observation(0)
     legal = state.legal_actions(0)
-    times = []
+    times: list[float] = []
     try:
         cpu_start = time.thread_time()
-        for turn_id in range(1, moves + 1):
-            turn = Turn("bench", turn_id, 0, obs, legal, timedelta(seconds=1), timedelta(seconds=10))
-            start = time.perf_counter()
-            answer = await seat.ask(turn, (), 5.0)
-            times.append(time.perf_counter() - start)
-            assert answer.failure is None, answer.reason
+        if inline:
+            await inline_moves(seat, moves, obs, legal, times)
+        else:
+            for turn_id in range(1, moves + 1):
+                turn = Turn("bench", turn_id, 0, obs, legal, timedelta(seconds=1), timedelta(seconds=10))
+                start = time.perf_counter()
+                answer = await seat.ask(turn, (), 5.0)
+                times.append(time.perf_counter() - start)
+                assert answer.failure is None, answer.reason
         if cpu is not None:
             cpu.append((time.thread_time() - cpu_start) / moves)
         reports = [line for line in seat.stderr_log().splitlines() if line.startswith("work_us ")]
     finally:
         await seat.close()
     return times, float(reports[-1].split()[1]) * 1e-6 if reports else math.nan
+
+
+async def inline_moves(seat: SubprocessSeat, moves: int, obs: object, legal: Sequence[int], times: list[float]) -> None:
+    """``moves`` Turns through ``seat.ask_then``, each asked from the previous answer's callback."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    turn_id = 0
+    start = 0.0
+
+    def ask_next() -> None:
+        nonlocal turn_id, start
+        turn_id += 1
+        turn = Turn("bench", turn_id, 0, obs, legal, timedelta(seconds=1), timedelta(seconds=10))
+        start = time.perf_counter()
+        seat.ask_then(turn, (), 5.0, answered)
+
+    def answered(answer: Answer) -> None:
+        times.append(time.perf_counter() - start)
+        if answer.failure is not None:
+            done.set_exception(AssertionError(answer.reason))
+        elif turn_id == moves:
+            done.set_result(None)
+        else:
+            ask_next()
+
+    ask_next()
+    await done
 
 
 def describe(name: str, times: list[float], base: float | None) -> str:
@@ -270,9 +308,16 @@ async def measure(args: argparse.Namespace) -> None:
         # On this 2-vCPU VM a run lands in one of two modes (about 70 or 100 us for proto) depending
         # on where the scheduler places the two processes; the best run is the repeatable figure.
         runs: dict[str, list[tuple[list[float], float]]] = {"bare": [], "asyncio": [], "proto": [], "json": []}
-        cpu: dict[str, list[float]] = {"asyncio": [], "proto": [], "json": [], "c-async": [], "c-proto": []}
+        cpu: dict[str, list[float]] = {
+            "asyncio": [],
+            "proto": [],
+            "json": [],
+            "c-async": [],
+            "c-proto": [],
+            "c-inline": [],
+        }
         if c is not None:
-            runs.update({"c-bare": [], "c-async": [], "c-proto": []})
+            runs.update({"c-bare": [], "c-async": [], "c-proto": [], "c-inline": []})
         for _ in range(args.runs):
             runs["bare"].append((bare_round_trips(args.moves + warm, py_echo)[warm:], 0.0))
             echoed = await asyncio_round_trips(args.moves + warm, py_echo, cpu["asyncio"])
@@ -283,8 +328,10 @@ async def measure(args: argparse.Namespace) -> None:
                 echoed = await asyncio_round_trips(args.moves + warm, c["echo"], cpu["c-async"])
                 runs["c-async"].append((echoed[warm:], 0.0))
                 seats.insert(0, ("c-proto", Framing.PROTO, c["proto_bot"]))  # right after c-async
+            if c is not None:
+                seats.insert(1, ("c-inline", Framing.PROTO, c["proto_bot"]))
             for name, framing, bot in seats:
-                times, work = await seat_round_trips(framing, args.moves + warm, bot, cpu[name])
+                times, work = await seat_round_trips(framing, args.moves + warm, bot, cpu[name], name == "c-inline")
                 runs[name].append((times[warm:], work))
     best = {name: min(results, key=lambda r: statistics.median(r[0])) for name, results in runs.items()}
     bare, on_asyncio = best["bare"][0], best["asyncio"][0]
@@ -312,25 +359,30 @@ async def measure(args: argparse.Namespace) -> None:
         print("like for like, every child in C: echo.c for the baselines, proto_bot.c behind the seat")
         print(describe("c-bare", best["c-bare"][0], None))
         print(describe("c-async", best["c-async"][0], c_bare))
+        c_inline = best["c-inline"][0]
         print(describe("c-proto", c_proto, c_bare))
+        print(describe("c-inline", c_inline, c_bare))
         print(
             f"c-proto/c-async = {statistics.median(c_proto) / c_async:.2f} (target <= 1.3); "
+            f"c-inline/c-async = {statistics.median(c_inline) / c_async:.2f} (as a match asks the seat); "
             f"c-proto/c-bare = {statistics.median(c_proto) / c_bare:.2f}"
         )
-        pairs = zip(runs["c-proto"], runs["c-async"], strict=True)
-        paired = [statistics.median(p[0]) / statistics.median(a[0]) for p, a in pairs]
-        print(
-            "c-proto/c-async per run (measured back to back): "
-            + " ".join(f"{r:.2f}" for r in paired)
-            + f"; median {statistics.median(paired):.2f}"
-        )
+        for row in ("c-proto", "c-inline"):
+            pairs = zip(runs[row], runs["c-async"], strict=True)
+            paired = [statistics.median(p[0]) / statistics.median(a[0]) for p, a in pairs]
+            print(
+                f"{row}/c-async per run (measured back to back): "
+                + " ".join(f"{r:.2f}" for r in paired)
+                + f"; median {statistics.median(paired):.2f}"
+            )
         split.append(("c-proto", c_proto, c_work, c_bare))
         # CPU time of this process per move, the median over the runs: unlike wall-clock times it
         # does not depend on where the scheduler puts the child, so it is the steadier figure.
-        c_cpu = {name: statistics.median(cpu[name]) for name in ("c-async", "c-proto")}
+        c_cpu = {name: statistics.median(cpu[name]) for name in ("c-async", "c-proto", "c-inline")}
         print(
             f"server CPU per move: c-async {c_cpu['c-async'] * 1e6:.1f} us, c-proto {c_cpu['c-proto'] * 1e6:.1f} us "
-            f"({c_cpu['c-proto'] / c_cpu['c-async']:.2f}x); median of {args.runs} runs"
+            f"({c_cpu['c-proto'] / c_cpu['c-async']:.2f}x), c-inline {c_cpu['c-inline'] * 1e6:.1f} us "
+            f"({c_cpu['c-inline'] / c_cpu['c-async']:.2f}x); median of {args.runs} runs"
         )
     for name, times, work, pipes in split:
         med = statistics.median(times)

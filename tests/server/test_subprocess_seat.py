@@ -136,6 +136,15 @@ async def test_answer_to_a_turn_never_given_is_a_protocol_error() -> None:
     assert "answered turn 6, which it was never given (the turn it must answer is 1)" in record.reason
 
 
+async def test_an_answer_ahead_of_its_turn_read_with_the_current_one_is_a_protocol_error() -> None:
+    # Both Actions come in one read. The first answers turn 1 and the referee goes on from it (inline);
+    # the second, for turn 3, must still be judged as the bot's, before turn 3 exists.
+    record, _ = await play_against_random(fake("pre_answers"))
+    assert record.termination == Termination.PROTOCOL_ERROR, record.reason
+    assert "answered turn 3, which it was never given (the turn it must answer is 1)" in record.reason
+    assert len(record.moves) == 2  # round 1 stands (its answer came first); the match ends at the next turn
+
+
 async def test_a_second_answer_is_dropped_as_stale_and_the_bot_is_told() -> None:
     record, seat = await play_against_random(fake("answers_twice"), load_game("rps", rounds=4))
     assert record.termination == Termination.NORMAL, record.reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Callable, Sequence
 
 from arena_client.types import (
@@ -37,8 +38,25 @@ class Seat(abc.ABC):
         """Tell the seat a match begins. Returns an Answer carrying a failure if it cannot play."""
 
     async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
-        """Send ``turn`` (with the public ``moves`` the seat has not seen) and await the answer."""
-        raise NotImplementedError
+        """Send ``turn`` (with the public ``moves`` the seat has not seen) and await the answer.
+
+        A seat that answers inline gets this from :meth:`ask_then`: cancelling the wait
+        forgets the ask (:meth:`cancel_ask`).
+        """
+        if not self.answers_inline:
+            raise NotImplementedError
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+
+        def on_answer(answer: Answer) -> None:
+            if not future.done():  # (cancelled with the waiting task, which has not yet run its finally below)
+                future.set_result(answer)
+
+        try:
+            self.ask_then(turn, moves, timeout, on_answer)
+            return await future
+        except BaseException:  # (cancelled: the ask is forgotten; once answered there is nothing to forget)
+            self.cancel_ask()
+            raise
 
     def ask_then(
         self, turn: Turn, moves: Sequence[PublicMove], timeout: float, on_answer: Callable[[Answer], None]

@@ -521,19 +521,6 @@ class RemoteSeat(Seat):
             self._on_answer = None
             self._end_turn()
 
-    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
-        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-
-        def on_answer(answer: Answer) -> None:
-            if not future.done():  # (cancelled with the task, which has not yet run its finally below)
-                future.set_result(answer)
-
-        try:
-            self.ask_then(turn, moves, timeout, on_answer)
-            return await future
-        finally:
-            self.cancel_ask()  # (nothing to do once answered)
-
     def _answer(self, answer: Answer) -> None:
         """The outstanding turn's answer (or failure): the turn ends, and whoever asked hears it."""
         on_answer = self._on_answer

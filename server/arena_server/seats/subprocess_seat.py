@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
@@ -62,6 +62,9 @@ class SubprocessSeat(Seat):
     match that does not keep it alive).
     """
 
+    answers_inline = True
+    """Its Action is handed to the referee in the pipe reader's callback (see :meth:`Seat.ask_then`)."""
+
     def __init__(self, program: BotProgram, info: SeatInfo | None = None) -> None:
         super().__init__(info or SeatInfo(0, "subprocess-bot", 1, "subprocess"))
         self.program = program
@@ -82,7 +85,15 @@ class SubprocessSeat(Seat):
         self._parser: FrameParser | None = None
         """The stdout codec of the running process; None once its output is no longer read."""
         self._hello_future: asyncio.Future[bs.Hello | Answer] | None = None
-        self._pending: tuple[int, asyncio.Future[tuple[int, float] | Answer | None]] | None = None
+        self._pending: tuple[int, Callable[[Answer], None], float, int] | None = None
+        """The turn being asked: its id, who waits for its answer (see :meth:`ask_then`), its timeout and
+        the stderr log's size when it was asked."""
+        self._deferred: list[tuple[int, float] | Answer | None] | None = None
+        """While :meth:`_on_stdout` dispatches several messages of one read: the pending turn's outcome,
+        if it came (see :meth:`_resolve`)."""
+        self._sent = 0.0
+        self._killing: asyncio.Future[str | None] | None = None
+        """The stop started by a missed deadline, until someone waits for it."""
         self._failure: Answer | None = None
         self._match_id: str | None = None
         self._past_matches: set[str] = set()
@@ -169,15 +180,16 @@ class SubprocessSeat(Seat):
         self._send(bs.ServerMessage(match_started=match_info_to_proto(match)))
         return None
 
-    async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
+    def ask_then(
+        self, turn: Turn, moves: Sequence[PublicMove], timeout: float, on_answer: Callable[[Answer], None]
+    ) -> None:
         if self._failure is not None:
-            return self._failure
+            on_answer(self._failure)
+            return
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[tuple[int, float] | Answer | None] = loop.create_future()
         turn_id = turn.turn_id
-        self._pending = (turn_id, future)
+        self._pending = (turn_id, on_answer, timeout, self.log.total)
         self._latest_turn = turn_id
-        stderr_before = self.log.total
         if self._turn_frames:
             self._last_turn = None
             self._last_turn_args = (turn, moves)
@@ -192,10 +204,9 @@ class SubprocessSeat(Seat):
             turn_to_proto(turn, moves, message.turn)
             self._send(message, encode_turn(message, self.program.framing))
         # The bot's clock starts once the Turn is in the pipe (the write returned) ...
-        sent = time.perf_counter()
-        if self._failure is not None:
-            self._pending = None
-            return self._failure
+        self._sent = time.perf_counter()
+        if self._pending is None:
+            return  # the write failed the seat (its answer is given)
         # ... and the deadline only counts while the loop is responsive (no task per turn: a timer handle).
         lag = self._lag
         if lag is None or lag.loop is not loop:
@@ -206,17 +217,39 @@ class SubprocessSeat(Seat):
             self._watching = True
         timer = self._deadline
         if timer is None:
-            self._deadline = timer = lag.deadline(timeout, self._expire_turn)
+            self._deadline = lag.deadline(timeout, self._expire_turn)
         else:
             timer.restart(timeout, self._expire_turn)
-        try:
-            result = await future
-        finally:
-            timer.cancel()
+
+    def cancel_ask(self) -> None:
+        if self._pending is not None:
             self._pending = None
+            if self._deferred:
+                self._deferred.clear()
+            if self._deadline is not None:
+                self._deadline.cancel()
+
+    def _resolve(self, result: tuple[int, float] | Answer | None) -> None:
+        """The pending turn's outcome: an (action, read at) pair, a failure, or :data:`_EXPIRED`; the first counts.
+
+        Within one read of several messages it is kept until they are all dispatched
+        (see :meth:`_on_stdout`): the referee asks the next turn only after that, as it
+        would have, so an Action in the same read for a turn not yet given stays one.
+        """
+        pending = self._pending
+        if pending is None:
+            return
+        deferred = self._deferred
+        if deferred is not None:
+            if not deferred:
+                deferred.append(result)
+            return
+        self._pending = None
+        if self._deadline is not None:
+            self._deadline.cancel()
+        turn_id, on_answer, timeout, stderr_before = pending
         if result is _EXPIRED:
-            elapsed = time.perf_counter() - sent
-            self._pending = None
+            elapsed = time.perf_counter() - self._sent
             reason = f"sent no Action for turn {turn_id} within {timeout:.3g}s"
             if self.log.total > stderr_before:
                 reason += (
@@ -227,14 +260,32 @@ class SubprocessSeat(Seat):
                 reason += "; it has written nothing on stdout"
             failure = Answer(None, elapsed, Termination.TIMEOUT, reason)
             self._failure = failure
-            await self._stop()
-            return failure
-        if isinstance(result, Answer):
-            return result
-        assert result is not None
-        action, received = result
-        # ``received`` is when the pipe was read; a stall of the server's loop before that is not the bot's.
-        return Answer(action, lag.arrival(sent, received) - sent)
+            self._kill_soon()
+            on_answer(failure)
+        elif isinstance(result, Answer):
+            on_answer(result)
+        else:
+            action, received = result
+            sent = self._sent
+            lag = self._lag
+            # ``received`` is when the pipe was read; a stall of the server's loop before that is not the bot's.
+            elapsed = (received if lag is None else lag.arrival(sent, received)) - sent
+            on_answer(Answer(action, elapsed if elapsed > 0.0 else 0.0))  # (read before the Turn went out: none)
+
+    def _kill_soon(self) -> None:
+        """Stop the process now, from a callback (its deadline passed): what it writes is no longer read.
+
+        Whoever stops the seat next (:meth:`end`, :meth:`close`, the next :meth:`start`) waits for it.
+        """
+        self._parser = None
+        if self._killing is None:
+            killing = self._killing = asyncio.ensure_future(self._process.stop())
+            killing.add_done_callback(self._killed)
+
+    def _killed(self, task: asyncio.Future[str | None]) -> None:
+        """The background stop ended: an error is noted in the bot's log (and never goes unseen)."""
+        if not task.cancelled() and task.exception() is not None:
+            self.log.note(f"stopping the process after its missed deadline failed: {task.exception()!r}")
 
     def update(self, update: Update) -> None:
         if self._failure is None:
@@ -357,8 +408,7 @@ class SubprocessSeat(Seat):
             self._send(bs.ServerMessage(error=error))
         if self._hello_future is not None and not self._hello_future.done():
             self._hello_future.set_result(failure)
-        if self._pending is not None and not self._pending[1].done():
-            self._pending[1].set_result(failure)
+        self._resolve(failure)
 
     def _on_stdout(self, data: bytes, read_at: float | None = None) -> None:
         """Bytes from the bot's stdout (read from the pipe at ``read_at``): parse and dispatch every message."""
@@ -383,10 +433,17 @@ class SubprocessSeat(Seat):
                 else:
                     payloads = parser.feed(data)
                 received = time.perf_counter() if read_at is None else read_at
-                for payload in payloads:
-                    message = parse_payload(payload, self.program.framing, bs.BotMessage)
-                    self.messages_received += 1
-                    self._dispatch(message, received)
+                deferred: list[tuple[int, float] | Answer | None] = []
+                self._deferred = deferred
+                try:
+                    for payload in payloads:
+                        message = parse_payload(payload, self.program.framing, bs.BotMessage)
+                        self.messages_received += 1
+                        self._dispatch(message, received)
+                finally:
+                    self._deferred = None
+                    if deferred:
+                        self._resolve(deferred[0])
             except FrameError as exc:
                 self._parser = None  # nothing after garbage is read
                 self.unreadable = exc.quoted
@@ -459,8 +516,8 @@ class SubprocessSeat(Seat):
                 return
             failure = Answer(None, 0.0, Termination.RESIGN, reason)
             self._failure = failure
-            if pending is not None and not pending[1].done():
-                pending[1].set_result(failure)
+            if pending is not None:
+                self._resolve(failure)
         elif kind == "pong":
             pass
         elif kind == "hello":
@@ -482,12 +539,12 @@ class SubprocessSeat(Seat):
 
     def _on_action(self, action: bs.Action, received: float) -> None:
         pending = self._pending
-        if pending is not None and not pending[1].done():  # the awaited answer (the only place it is taken)
+        if pending is not None and not self._deferred:  # the awaited answer (the only place it is taken)
             match_id = self._match_id
             if match_id is not None and action.turn_id == pending[0] and action.match_id == match_id:
                 self._answered.add(pending[0])
                 self._last_received = pending[0]
-                pending[1].set_result((action.action, received))
+                self._resolve((action.action, received))
                 return
         if self._match_id is None or action.match_id != self._match_id:
             if action.match_id in self._past_matches:
@@ -562,19 +619,22 @@ class SubprocessSeat(Seat):
         self._watching = False
 
     def _expire_pending(self) -> None:
-        """The turn deadline passed: wake :meth:`ask` (armed only while it waits, for the pending turn)."""
-        pending = self._pending
-        if pending is not None and not pending[1].done():
-            pending[1].set_result(_EXPIRED)
+        """The turn deadline passed (armed only while a turn is pending)."""
+        self._resolve(_EXPIRED)
 
     async def _stop(self, graceful: bool = False) -> None:
         """End the bot's process (see :meth:`BotProcess.stop`); its output is no longer read."""
+        killing = self._killing
+        if killing is not None:  # a missed deadline is stopping it already
+            self._killing = None
+            with contextlib.suppress(Exception):  # (noted in the bot's log by _killed)
+                await killing
         await self._process.stop(graceful)
         self._parser = None
 
 
 _EXPIRED = None
-"""The result a turn's future gets when its deadline passes."""
+"""The outcome of a turn whose deadline passed (see :meth:`SubprocessSeat._resolve`)."""
 
 
 _HELLO_EXAMPLE = {
