@@ -18,18 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from arena_client import Bot, Turn
 from arena_client.remote import ServerUnreachable, run
 from tests.conftest import in_thread
+from tests.fakes.bots import Paper
 from tests.soak_support import ScriptProcess, closed_port, write_sdk_bot
-
-
-class Paper(Bot):
-    name = "paper-bot"
-    games = ("rps",)
-
-    def act(self, turn: Turn) -> int:
-        return 1
 
 
 @pytest.fixture

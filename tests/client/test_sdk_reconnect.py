@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from arena_client import Bot, MatchInfo, Termination, Turn
+from arena_client import MatchInfo, Termination, Turn
 from arena_client.remote import FIRST_BACKOFF, Client
 from tests.conftest import LiveServer
+from tests.fakes.bots import Paper
 from tests.soak_support import ScriptProcess, ServerProcess, write_sdk_bot
 
 RECONNECT_LIMIT = 10.0
@@ -31,14 +32,6 @@ most); without the reset the waits keep doubling from one restart to the next
 up to 30 s. The exact check is on the retries: every outage starts again at
 attempt 1 with a wait of at most FIRST_BACKOFF.
 """
-
-
-class Paper(Bot):
-    name = "paper-bot"
-    games = ("rps",)
-
-    def act(self, turn: Turn) -> int:
-        return 1
 
 
 def restart_waiting_bots(tmp_path: Path, restarts: int) -> dict[str, object]:

@@ -30,7 +30,7 @@ from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_bots.simple import RandomBot
-from arena_client import Bot, SeatInfo, Termination, TimeControl, Turn
+from arena_client import SeatInfo, Termination, TimeControl
 from arena_client.convert import time_control_to_proto
 from arena_client.remote import Client
 from arena_games import load_game
@@ -43,20 +43,11 @@ from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.process import BotProgram
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from tests.conftest import LiveServer
+from tests.fakes.bots import Paper
 from tests.fakes.grpc_bots import RawBot
 
 LONG_CLOCK = TimeControl(timedelta(seconds=30), timedelta(seconds=30), timedelta(seconds=1))
 """A clock under which no turn times out during a test: only the defences can end the match."""
-
-
-class Paper(Bot):
-    """An honest remote bot: always paper."""
-
-    name = "paper-bot"
-    games = ("rps",)
-
-    def act(self, turn: Turn) -> int:
-        return 1
 
 
 class StallMeter:

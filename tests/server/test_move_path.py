@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.v1 import bot_session_pb2 as bs
-from arena_client import Bot, MatchInfo, PublicMove, Termination, Turn
+from arena_client import MatchInfo, PublicMove, Termination, Turn
 from arena_client.convert import turn_from_proto, turn_to_proto
 from arena_client.remote import Client
 from arena_games import load_game
@@ -33,18 +33,11 @@ from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
 from tests.conftest import LiveServer, counting_loop_work
+from tests.fakes.bots import Paper
 from tests.server._stdio_helpers import PROTO_BOT_PRELUDE, RELAXED, seat_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 600
-
-
-class Paper(Bot):
-    name = "paper-bot"
-    games = ("rps",)
-
-    def act(self, turn: Turn) -> int:
-        return 1
 
 
 async def test_a_remote_match_costs_no_task_and_no_timer_per_move(live_server: LiveServer) -> None:

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,17 +32,10 @@ from arena_server.api.server import running_server
 from arena_server.matches.hub import Hub
 from arena_server.store.database import Store
 from tests.conftest import LiveServer, in_thread
+from tests.fakes.bots import Paper
 from tests.fakes.grpc_bots import RawBot
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Paper(Bot):
-    name = "paper-bot"
-    games = ("rps",)
-
-    def act(self, turn: Turn) -> int:
-        return 1
 
 
 async def stored(live: LiveServer, match_id: str) -> object:
@@ -286,10 +280,20 @@ async def test_create_match_errors(live_server: LiveServer) -> None:
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+class SlowPaper(Bot):
+    """Paper after 5 ms: a 50-round match lasts long enough for a watcher to join it mid-way."""
+
+    name = "slow-paper"
+    games = ("rps",)
+
+    def act(self, turn: Turn) -> int:
+        time.sleep(0.005)
+        return 1
+
+
 async def test_watch_match_streams_public_moves(live_server: LiveServer) -> None:
     stub = mp_grpc.MatchServiceStub(live_server.channel())
-    tc = TimeControl(timedelta(seconds=1), timedelta(seconds=1), timedelta(milliseconds=10))
-    slow = Client(Paper(), live_server.address, name="watched", threaded=False)
+    slow = Client(SlowPaper(), live_server.address, name="watched", threaded=True)  # (the loop runs on)
     task = asyncio.ensure_future(slow.play(opponent="rock", params={"rounds": 50}))
     for _ in range(100):
         if live_server.hub.running:
@@ -302,7 +306,6 @@ async def test_watch_match_streams_public_moves(live_server: LiveServer) -> None
     assert kinds[0] == "started" and kinds[-1] == "ended" and "update" in kinds
     assert not events[0].started.seed  # the seed is secret while the match runs
     assert events[-1].ended.seed and len(events[-1].ended.moves) == 100
-    del tc
 
 
 async def test_health_and_reflection(live_server: LiveServer) -> None:

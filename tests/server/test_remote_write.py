@@ -17,24 +17,17 @@ from datetime import timedelta
 from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
-from arena_client import Bot, SeatInfo, Termination, Turn
+from arena_client import SeatInfo, Termination, Turn
 from arena_client.remote import Client
 from arena_server.seats.remote import Outgoing, RemoteSeat, RemoteSession, as_message
 from tests.conftest import LiveServer
+from tests.fakes.bots import Paper
 from tests.fakes.grpc_bots import RawBot
 
 ABORTED_AT = 3
 """The bot's Turn (counted from 1) whose write is in flight when the match is aborted."""
 HELD = 0.3
 """Seconds that write stays in flight (its real gRPC write starts after this)."""
-
-
-class Paper(Bot):
-    name = "paper-bot"
-    games = ("rps",)
-
-    def act(self, turn: Turn) -> int:
-        return 1
 
 
 async def play_out(raw: RawBot) -> tuple[list[int], bs.MatchEnded]:
