@@ -23,7 +23,7 @@ with ``gcc -O2`` into a temporary directory; skipped without gcc or with ``--no-
 * **c-inline**: the same seat and bot, asked as the referee asks it in a match since issue 20's
   ninth pass: ``SubprocessSeat.ask_then``, each next Turn asked from the previous answer's
   callback, in the pipe reader's step (no task woken per move). **c-proto**'s awaited ``ask``
-  is what a match uses only when one of its seats cannot answer that way.
+  (a future around ``ask_then``) is what code that asks a seat directly uses; no match does.
 
 For the c rows it also prints this process's CPU time per move (``time.thread_time`` around
 the move loop, median over the runs) for ``c-async``, ``c-proto`` and ``c-inline``: it does not depend on

@@ -1,22 +1,19 @@
 """Asking the seats: build each acting seat's redacted Turn, wait with a deadline, charge the clock, judge.
 
 The in-process fast path (:meth:`Asking._ask_sync`) asks synchronous seats
-inline. Otherwise :meth:`Asking._begin` asks every acting seat: a seat that
-answers through a callback (:meth:`Seat.ask_then`, the remote seat) hands its
-answer to :meth:`Asking._answered`, and the last answer of a decision carries
-the match on from that callback; any other seat's ask is awaited by the
-referee's task (:meth:`Asking._await_asks`). Either way the first failure ends
-the wait. Clocks are charged here: time beyond the per-move
+inline. Otherwise :meth:`Asking._begin` asks every acting seat: the others
+(remote and stdio seats) answer through a callback (:meth:`Seat.ask_then`)
+that hands the answer to :meth:`Asking._answered`, and the last answer of a
+decision carries the match on from that callback; the first failure ends the
+wait. Clocks are charged here: time beyond the per-move
 budget comes out of the seat's overage bank, less the grace that is never
 charged; an empty bank is a timeout.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
 from arena_client.types import (
     Termination,
@@ -112,15 +109,12 @@ class Asking(RefereeState):
             )
         return None
 
-    def _begin(self, acting: Sequence[int] | range) -> list[tuple[int, Coroutine[Any, Any, Answer]]] | None:
+    def _begin(self, acting: Sequence[int] | range) -> None:
         """Build each acting seat's redacted Turn and ask it; answers go to ``self.answers``, by position in ``acting``.
 
-        An in-process seat answers here. In an inline match (every seat in-process
-        or answering through :meth:`Seat.ask_then`) the other seats are asked with
-        ``ask_then`` and call :meth:`_answered` when their answer comes; a seat that
-        has already failed does so before this returns. Otherwise each other seat's
-        ``ask`` is returned as a coroutine (with its position) for the referee's task
-        to await; None when there is none.
+        An in-process seat answers here. The others are asked with :meth:`Seat.ask_then`
+        and call :meth:`_answered` when their answer comes; a seat that has already
+        failed does so before this returns.
         """
         state = self.state
         seats = self.seats
@@ -128,7 +122,6 @@ class Asking(RefereeState):
         per_move_td = self.per_move_td
         overage_td = self.overage_td
         pending = self.pending
-        inline = self.inline
         shared_obs = state.observation(None) if self.game.public_observation else None
         turn_id = self.turn_id
         answers: list[Answer | None] = [None] * len(acting)
@@ -137,7 +130,6 @@ class Asking(RefereeState):
         self.outstanding = 0
         self.cut_short = False
         self.starting = True
-        waiting: list[tuple[int, Coroutine[Any, Any, Answer]]] | None = None
         for i, seat_index in enumerate(acting):
             seat = seats[seat_index]
             turn_id += 1
@@ -156,21 +148,15 @@ class Asking(RefereeState):
                 answers[i] = seat.act_now(turn, moves, Update(match_id, tuple(moves), observation) if moves else None)
             else:
                 timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace
-                if inline:
-                    self.outstanding += 1
-                    seat.ask_then(turn, tuple(moves) if moves else (), timeout, self.callbacks[i])
-                else:
-                    if waiting is None:
-                        waiting = []
-                    waiting.append((i, seat.ask(turn, tuple(moves) if moves else (), timeout)))
+                self.outstanding += 1
+                seat.ask_then(turn, tuple(moves) if moves else (), timeout, self.callbacks[i])
             if moves:
                 moves.clear()
         self.turn_id = turn_id
         self.starting = False
-        return waiting
 
     def _answered(self, i: int, ans: Answer) -> None:
-        """The answer of the seat at position ``i`` of an inline decision (called by the seat).
+        """The answer of the seat at position ``i`` of the decision (called by the seat).
 
         The last answer of the decision (or the first failure, which ends the wait)
         carries the match on from here, in the seat's own callback: see
@@ -186,7 +172,7 @@ class Asking(RefereeState):
             self._decided()
 
     def _decided(self) -> None:
-        """Carry the match on after an inline decision's answers; defined by the referee's loop."""
+        """Carry the match on after a decision's answers; defined by the referee's loop."""
         raise NotImplementedError
 
     def _cancel_outstanding(self) -> None:
@@ -198,39 +184,6 @@ class Asking(RefereeState):
                 if answers[i] is None and not seats[seat_index].synchronous:
                     seats[seat_index].cancel_ask()
             self.outstanding = 0
-
-    async def _await_asks(self, waiting: list[tuple[int, Coroutine[Any, Any, Answer]]]) -> bool:
-        """Await the asks :meth:`_begin` returned (into ``self.answers``); False if the match was aborted meanwhile.
-
-        One seat is awaited directly (no task); several together, and the first
-        failure ends the wait.
-        """
-        answers = self.answers
-        control = self.control
-        if control.aborted:
-            for _, coro in waiting:
-                coro.close()
-            return False
-        control.waiter = self.task
-        try:
-            if len(waiting) == 1:  # the common case: await it directly, no extra task
-                i, coro = waiting[0]
-                answers[i] = await coro
-            else:
-                await self._gather(waiting, answers)
-        except asyncio.CancelledError:
-            if not control.aborted:
-                raise
-            task = self.task
-            if task is not None:
-                task.uncancel()
-            return False
-        except Exception as exc:
-            i = waiting[0][0]
-            answers[i] = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
-        finally:
-            control.waiter = None
-        return True
 
     def _judge(self) -> list[int] | None:
         """The decision's actions, its answers judged and logged; None (``self.failures`` set) if any failed.
@@ -269,29 +222,6 @@ class Asking(RefereeState):
             log.elapsed_us.append(min(int(answers[i].elapsed * 1e6), 0xFFFFFFFF))  # type: ignore[union-attr]
             log.legal.append(1)
         return actions
-
-    async def _gather(
-        self, waiting: list[tuple[int, Coroutine[Any, Any, Answer]]], answers: list[Answer | None]
-    ) -> None:
-        """Await several seats at once; stop waiting as soon as one of them fails."""
-        tasks = {asyncio.ensure_future(coro): i for i, coro in waiting}
-        pending = set(tasks)
-        try:
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                failed = False
-                for task in done:
-                    try:
-                        answer = task.result()
-                    except Exception as exc:
-                        answer = Answer(None, 0.0, Termination.CRASH, f"the seat failed: {exc!r}")
-                    answers[tasks[task]] = answer
-                    failed = failed or answer.failure is not None
-                if failed:
-                    break  # the match is over; the others' answers no longer matter
-        finally:
-            for task in pending:
-                task.cancel()
 
     async def _finish_failures(self) -> None:
         failures = self.failures

@@ -111,9 +111,7 @@ class _Step(enum.Enum):
     """What :meth:`_Referee._advance` stopped at: what the referee's task does next."""
 
     WAITING = enum.auto()
-    """Inline seats were asked; the match goes on from their callbacks."""
-    ASKING = enum.auto()
-    """The task awaits the asks in ``waiting``."""
+    """Seats were asked; the match goes on from their callbacks."""
     YIELD = enum.auto()
     """256 more decisions: the task lets the rest of the server run."""
     ENDED = enum.auto()
@@ -160,10 +158,7 @@ class _Referee(Asking, Publishing):
         self.overage_td = [tc.overage] * n
         self.grace = tc.grace.total_seconds()
         self.all_sync = all(s.synchronous for s in seats)
-        self.inline = all(s.synchronous or s.answers_inline for s in seats)
-        self.callbacks = (
-            [functools.partial(self._answered, i) for i in range(n)] if self.inline and not self.all_sync else []
-        )
+        self.callbacks = [] if self.all_sync else [functools.partial(self._answered, i) for i in range(n)]
         """``on_answer`` for the seat at each position of a decision (see :meth:`Seat.ask_then`); a reference
         cycle through this referee, broken when :meth:`play` returns."""
         self.decisions = 0
@@ -173,7 +168,6 @@ class _Referee(Asking, Publishing):
         self.outstanding = 0
         self.cut_short = False
         self.starting = False
-        self.waiting = []
         self.wake = None
         self.tracking = any(self.track)
         self.failures: list[tuple[int, Termination, str]] = []
@@ -209,20 +203,17 @@ class _Referee(Asking, Publishing):
     async def play(self) -> None:
         """Play the match to its end (after :meth:`start`).
 
-        The decisions themselves run in :meth:`_advance`, synchronously. In an
-        inline match (every seat in-process or answering through
-        :meth:`Seat.ask_then`) this task then waits while the match goes on in the
-        seats' callbacks, move after move, and wakes only for what needs it: the
-        end of the match, a failure, an abort, a yield to the rest of the server.
+        The decisions themselves run in :meth:`_advance`, synchronously. Once a
+        seat that is not in-process is asked (:meth:`Seat.ask_then`), this task
+        waits while the match goes on in the seats' callbacks, move after move,
+        and wakes only for what needs it: the end of the match, a failure, an
+        abort, a yield to the rest of the server.
         """
         try:
             step = self._advance()
             while True:
                 if step is _Step.WAITING:
                     step = await self._wait_inline()
-                elif step is _Step.ASKING:
-                    answered = await self._await_asks(self.waiting)
-                    step = self._after_answers() if answered else _Step.ABORTED
                 elif step is _Step.YIELD:
                     await asyncio.sleep(0)  # in-process matches must not starve the rest of the server
                     step = self._advance()
@@ -248,9 +239,8 @@ class _Referee(Asking, Publishing):
         Decisions are played until one must be waited for or the task must act
         (end, failure, abort, yield). Chance moves and in-process seats are
         played here; a decision with another seat is asked (:meth:`_begin`) and,
-        unless every answer is already in, this returns ``WAITING`` (inline
-        seats carry on through :meth:`_decided`) or ``ASKING`` (the task awaits
-        ``self.waiting``, then calls :meth:`_after_answers`).
+        unless every answer is already in, this returns ``WAITING``: the seats
+        carry on through :meth:`_decided`.
         """
         state = self.state
         game = self.game
@@ -294,10 +284,7 @@ class _Referee(Asking, Publishing):
                 if self.all_sync:
                     actions = self._ask_sync(acting)
                 else:
-                    waiting = self._begin(acting)
-                    if waiting is not None:
-                        self.waiting = waiting
-                        return _Step.ASKING
+                    self._begin(acting)
                     if self.outstanding and not self.cut_short:
                         return _Step.WAITING
                     self._cancel_outstanding()
@@ -317,7 +304,7 @@ class _Referee(Asking, Publishing):
         return self._advance(actions)
 
     def _decided(self) -> None:
-        """An inline decision's answers are in (called from the last seat's callback): go on from here.
+        """A decision's answers are in (called from the last seat's callback): go on from here.
 
         The next Turn is written before this returns. What needs the task (the
         end, a failure, an abort, a yield) wakes it; so does an exception, which

@@ -22,13 +22,13 @@ class Seat(abc.ABC):
 
     Synchronous seats (in-process bots) implement :meth:`act_now` and set
     ``synchronous = True``; the referee calls them without awaiting.
-    Asynchronous seats implement :meth:`ask` with a deadline.
+    Asynchronous seats implement :meth:`ask_then` and :meth:`cancel_ask`: the
+    answer, or the failure (a missed deadline, a lost connection), is handed to
+    a callback from whatever produced it, and the referee goes on from there.
     """
 
     synchronous: bool = False
     wants_updates: bool = True
-    answers_inline: bool = False
-    """The seat implements :meth:`ask_then` and :meth:`cancel_ask` (the referee then needs no task wake-up per move)."""
 
     def __init__(self, info: SeatInfo) -> None:
         self.info = info
@@ -40,11 +40,9 @@ class Seat(abc.ABC):
     async def ask(self, turn: Turn, moves: Sequence[PublicMove], timeout: float) -> Answer:
         """Send ``turn`` (with the public ``moves`` the seat has not seen) and await the answer.
 
-        A seat that answers inline gets this from :meth:`ask_then`: cancelling the wait
-        forgets the ask (:meth:`cancel_ask`).
+        Built on :meth:`ask_then` (the referee's own way of asking); cancelling the
+        wait forgets the ask (:meth:`cancel_ask`).
         """
-        if not self.answers_inline:
-            raise NotImplementedError
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
 
         def on_answer(answer: Answer) -> None:

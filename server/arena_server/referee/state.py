@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -40,7 +40,6 @@ class RefereeState:
         "failures",
         "game",
         "grace",
-        "inline",
         "listeners",
         "outstanding",
         "overage",
@@ -59,7 +58,6 @@ class RefereeState:
         "track",
         "tracking",
         "turn_id",
-        "waiting",
         "wake",
     )
 
@@ -84,8 +82,6 @@ class RefereeState:
     public_moves: dict[tuple[int, int], PublicMove]
     """The match's :class:`PublicMove` objects by (seat, action), labelled once."""
     failures: list[tuple[int, Termination, str]]
-    inline: bool
-    """Every seat is in-process or answers through :meth:`Seat.ask_then`: the match runs in the seats' callbacks."""
     callbacks: list[Callable[[Answer], None]]
     decisions: int
     # The decision being asked:
@@ -94,15 +90,13 @@ class RefereeState:
     answers: list[Answer | None]
     """By position in ``acting``; None until that seat answers."""
     outstanding: int
-    """Inline asks not yet answered."""
+    """Asks not yet answered."""
     cut_short: bool
     """A seat failed: the decision's other answers are not waited for."""
     starting: bool
     """:meth:`Asking._begin` is asking the seats (an answer that comes at once is only recorded)."""
-    waiting: list[tuple[int, Coroutine[Any, Any, Answer]]]
-    """The asks the task awaits (seats that cannot answer inline)."""
     wake: asyncio.Future[Any] | None
-    """What the task awaits while the match runs inline."""
+    """What the task awaits while the match runs in the seats' callbacks."""
 
     def _who(self, seat_index: int) -> str:
         return f"seat {seat_index} ({self.seats[seat_index].info.bot_name})"

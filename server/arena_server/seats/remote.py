@@ -459,8 +459,6 @@ class RemoteSeat(Seat):
     before the reader arms its next read.
     """
 
-    answers_inline = True
-
     def __init__(self, session: RemoteSession, info: SeatInfo) -> None:
         super().__init__(info)
         self.session = session

@@ -62,9 +62,6 @@ class SubprocessSeat(Seat):
     match that does not keep it alive).
     """
 
-    answers_inline = True
-    """Its Action is handed to the referee in the pipe reader's callback (see :meth:`Seat.ask_then`)."""
-
     def __init__(self, program: BotProgram, info: SeatInfo | None = None) -> None:
         super().__init__(info or SeatInfo(0, "subprocess-bot", 1, "subprocess"))
         self.program = program
