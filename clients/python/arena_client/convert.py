@@ -296,15 +296,101 @@ def turn_to_proto(turn: Turn, moves: typing.Iterable[PublicMove], out: bs.Turn |
 
 
 def turn_from_proto(msg: bs.Turn, seat: int) -> Turn:
-    return Turn(
-        msg.match_id,
-        msg.turn_id,
-        seat,
-        observation_from_proto(msg.observation),
-        tuple(msg.legal_actions[:]),
-        to_timedelta(msg.time_budget),
-        to_timedelta(msg.overage_left),
-    )
+    """The :class:`Turn` in ``msg`` (a :class:`WireTurn`: its observation and time budgets decoded when first read)."""
+    return WireTurn.of(msg, seat)
+
+
+_UNREAD: Any = object()
+"""Stands in a :class:`WireTurn`'s slot for a field not decoded yet."""
+_OBSERVATION = Turn.__dict__["observation"]  # (the slots' member descriptors)
+_TIME_BUDGET = Turn.__dict__["time_budget"]
+_OVERAGE_LEFT = Turn.__dict__["overage_left"]
+_get_observation = _OBSERVATION.__get__
+_get_time_budget = _TIME_BUDGET.__get__
+_get_overage_left = _OVERAGE_LEFT.__get__
+_set_match_id = Turn.__dict__["match_id"].__set__
+_set_turn_id = Turn.__dict__["turn_id"].__set__
+_set_seat = Turn.__dict__["seat"].__set__
+_set_legal_actions = Turn.__dict__["legal_actions"].__set__
+_set_observation = _OBSERVATION.__set__
+_set_time_budget = _TIME_BUDGET.__set__
+_set_overage_left = _OVERAGE_LEFT.__set__
+
+
+class WireTurn(Turn):
+    """A :class:`Turn` read from an ``arena.v1.Turn``, whose observation and time budgets are decoded on first read.
+
+    The match and turn ids, the seat and the legal actions are decoded at
+    once. The observation (a game's dataclass: for RPS some 1.2 us to build
+    from the message) and the two durations are decoded the first time the
+    bot reads them, and kept: a bot that plays from its updates, or never
+    looks at the clock, does not pay for them on every move. In every other
+    way it is a Turn: it compares equal to a Turn with the same fields, its
+    repr reads ``Turn(...)``, and ``dataclasses.replace`` and ``copy`` work.
+    """
+
+    __slots__ = ("_msg",)
+    _msg: bs.Turn
+
+    @classmethod
+    def of(cls, msg: bs.Turn, seat: int) -> WireTurn:
+        turn = object.__new__(cls)
+        _set_match_id(turn, msg.match_id)
+        _set_turn_id(turn, msg.turn_id)
+        _set_seat(turn, seat)
+        _set_legal_actions(turn, tuple(msg.legal_actions[:]))
+        _set_observation(turn, _UNREAD)
+        _set_time_budget(turn, _UNREAD)
+        _set_overage_left(turn, _UNREAD)
+        turn._msg = msg
+        return turn
+
+    @property  # type: ignore[override]
+    def observation(self) -> Any:
+        value = _get_observation(self)
+        if value is _UNREAD:
+            value = observation_from_proto(self._msg.observation)
+            _set_observation(self, value)
+        return value
+
+    @observation.setter
+    def observation(self, value: Any) -> None:
+        _set_observation(self, value)
+
+    @property  # type: ignore[override]
+    def time_budget(self) -> timedelta:
+        value = _get_time_budget(self)
+        if value is _UNREAD:
+            value = to_timedelta(self._msg.time_budget)
+            _set_time_budget(self, value)
+        return value  # type: ignore[no-any-return]
+
+    @time_budget.setter
+    def time_budget(self, value: timedelta) -> None:
+        _set_time_budget(self, value)
+
+    @property  # type: ignore[override]
+    def overage_left(self) -> timedelta:
+        value = _get_overage_left(self)
+        if value is _UNREAD:
+            value = to_timedelta(self._msg.overage_left)
+            _set_overage_left(self, value)
+        return value  # type: ignore[no-any-return]
+
+    @overage_left.setter
+    def overage_left(self, value: timedelta) -> None:
+        _set_overage_left(self, value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Turn):
+            return NotImplemented
+        names = [f.name for f in dataclasses.fields(Turn)]
+        return [getattr(self, n) for n in names] == [getattr(other, n) for n in names]
+
+    __hash__ = None  # type: ignore[assignment]  # (as Turn's: a mutable dataclass)
+
+    def __repr__(self) -> str:
+        return "Turn(" + ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(Turn)) + ")"
 
 
 def update_to_proto(update: Update) -> bs.Update:
