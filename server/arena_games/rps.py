@@ -93,6 +93,32 @@ class RpsObservation:
     last_round: tuple[int, ...]
 
 
+_set_signs = RpsObservation.__dict__["signs"].__set__  # (the slots' member descriptors)
+_set_rounds = RpsObservation.__dict__["rounds"].__set__
+_set_round = RpsObservation.__dict__["round"].__set__
+_set_wins = RpsObservation.__dict__["wins"].__set__
+_set_last_round = RpsObservation.__dict__["last_round"].__set__
+
+
+def rps_observation(
+    signs: int, rounds: int, round: int, wins: tuple[int, ...], last_round: tuple[int, ...]
+) -> RpsObservation:
+    """``RpsObservation(signs, rounds, round, wins, last_round)``, built without the dataclass's ``__init__``.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``;
+    setting the slots directly gives the same object in 0.25 us instead of 0.41 us.
+    Every move of an RPS match builds one on the server (and one in the SDK of
+    a bot that reads it).
+    """
+    observation = object.__new__(RpsObservation)
+    _set_signs(observation, signs)
+    _set_rounds(observation, rounds)
+    _set_round(observation, round)
+    _set_wins(observation, wins)
+    _set_last_round(observation, last_round)
+    return observation
+
+
 @register_game
 class RpsGame(Game):
     """Rock-paper-scissors (and RPSLS and larger odd variants) over many rounds."""
@@ -224,7 +250,7 @@ class RpsState(State):
 
     def observation(self, seat: int | None) -> RpsObservation:
         game = self.game
-        return RpsObservation(game.signs, game.rounds, self._round, tuple(self._wins), self._last)
+        return rps_observation(game.signs, game.rounds, self._round, tuple(self._wins), self._last)
 
     def _copy_from(self, other: State) -> None:
         assert isinstance(other, RpsState)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
 
 from arena_games import SIMULTANEOUS, TERMINAL, IllegalActionError, ParameterError, load_game
-from arena_games.rps import beats, counters, payoff_table
+from arena_games.rps import RpsObservation, beats, counters, payoff_table, rps_observation
 
 ROCK, PAPER, SCISSORS, LIZARD, SPOCK = range(5)
 
@@ -133,3 +134,18 @@ def test_human_notation_rejects_nonsense() -> None:
     game = load_game("rps")
     with pytest.raises(IllegalActionError, match="type one of: rock"):
         game.string_to_action(game.new_initial_state(), "banana")
+
+
+def test_the_fast_observation_is_the_dataclass_observation() -> None:
+    """``rps_observation`` (used on every move) builds exactly what ``RpsObservation(...)`` does, still frozen."""
+    for args in ((3, 1000, 0, (0, 0), ()), (5, 20, 7, (3, 2), (4, 1)), (7, 9, 9, (1, 2, 3), (0, 6, 5))):
+        fast = rps_observation(*args)
+        plain = RpsObservation(*args)
+        assert type(fast) is RpsObservation
+        assert fast == plain and hash(fast) == hash(plain) and repr(fast) == repr(plain)
+        assert dataclasses.astuple(fast) == args
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.round = 0  # type: ignore[misc]
+    state = load_game("rps", rounds=3).new_initial_state()
+    state.apply_actions([0, 1])
+    assert state.observation(0) == RpsObservation(3, 3, 1, (0, 1), (0, 1))

@@ -86,6 +86,20 @@ def test_every_game_state_on_random_playouts(game: str, params: dict[str, int]) 
     assert checked > 20
 
 
+VARINT_EDGES = [0, 1, 127, 128, 300, 16383, 16384, -1]
+"""Where the hand-written one- and two-byte varints of an RPS Turn hand over to the next length."""
+
+
+@pytest.mark.parametrize("round_", VARINT_EDGES)
+@pytest.mark.parametrize("turn_id", [n for n in VARINT_EDGES if n >= 0])
+def test_rps_turns_at_the_varint_edges(round_: int, turn_id: int) -> None:
+    for a in VARINT_EDGES:
+        for b in VARINT_EDGES:
+            observation = RpsObservation(3, 20000, round_, (a, b), (2, 0))
+            turn = Turn("m-1", turn_id, 1, observation, (0, 1, 2), timedelta(seconds=1), timedelta(0))
+            assert server_message_turn(turn, ()) == protobuf_bytes(turn, []), (a, b)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     match_id=st.text(max_size=30),

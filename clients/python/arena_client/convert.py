@@ -34,7 +34,7 @@ from arena_client.types import (
     Update,
 )
 from arena_games import ParamValue
-from arena_games.rps import RpsObservation
+from arena_games.rps import RpsObservation, rps_observation
 
 OBSERVATIONS: dict[str, tuple[type[Any], str]] = {"rps": (RpsObservation, "rps")}
 """game name -> (observation dataclass, field name in ``arena.v1.Observation``)."""
@@ -235,7 +235,7 @@ def observation_from_proto(msg: obs.Observation) -> Any:
         return None
     inner = getattr(msg, which)
     if which == "rps":  # the hot path (slicing a repeated field first makes the tuple twice as fast)
-        return RpsObservation(inner.signs, inner.rounds, inner.round, tuple(inner.wins[:]), tuple(inner.last_round[:]))
+        return rps_observation(inner.signs, inner.rounds, inner.round, tuple(inner.wins[:]), tuple(inner.last_round[:]))
     if not _OBS_CLASS_BY_PROTO:
         _index_observations()
     if inner.DESCRIPTOR.full_name not in _OBS_CLASS_BY_PROTO:
@@ -296,8 +296,17 @@ def turn_to_proto(turn: Turn, moves: typing.Iterable[PublicMove], out: bs.Turn |
 
 
 def turn_from_proto(msg: bs.Turn, seat: int) -> Turn:
-    """The :class:`Turn` in ``msg`` (a :class:`WireTurn`: its observation and time budgets decoded when first read)."""
-    return WireTurn.of(msg, seat)
+    """The :class:`Turn` in ``msg``: a :class:`WireTurn` (observation and time budgets decoded when first read)."""
+    turn = _new_wire_turn(WireTurn)
+    _set_match_id(turn, msg.match_id)
+    _set_turn_id(turn, msg.turn_id)
+    _set_seat(turn, seat)
+    _set_legal_actions(turn, tuple(msg.legal_actions[:]))
+    _set_observation(turn, _UNREAD)
+    _set_time_budget(turn, _UNREAD)
+    _set_overage_left(turn, _UNREAD)
+    _set_msg(turn, msg)
+    return turn
 
 
 _UNREAD: Any = object()
@@ -331,19 +340,7 @@ class WireTurn(Turn):
 
     __slots__ = ("_msg",)
     _msg: bs.Turn
-
-    @classmethod
-    def of(cls, msg: bs.Turn, seat: int) -> WireTurn:
-        turn = object.__new__(cls)
-        _set_match_id(turn, msg.match_id)
-        _set_turn_id(turn, msg.turn_id)
-        _set_seat(turn, seat)
-        _set_legal_actions(turn, tuple(msg.legal_actions[:]))
-        _set_observation(turn, _UNREAD)
-        _set_time_budget(turn, _UNREAD)
-        _set_overage_left(turn, _UNREAD)
-        turn._msg = msg
-        return turn
+    """The message the fields not read yet are decoded from (built by :func:`turn_from_proto`)."""
 
     @property  # type: ignore[override]
     def observation(self) -> Any:
@@ -391,6 +388,10 @@ class WireTurn(Turn):
 
     def __repr__(self) -> str:
         return "Turn(" + ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(Turn)) + ")"
+
+
+_new_wire_turn = object.__new__
+_set_msg = WireTurn.__dict__["_msg"].__set__
 
 
 def update_to_proto(update: Update) -> bs.Update:

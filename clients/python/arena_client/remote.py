@@ -639,10 +639,11 @@ class _Writer:
         self._in_flight = None
         if self.error is not None:
             self._queue.clear()
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
 
 class _Inbox:

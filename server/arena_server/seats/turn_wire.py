@@ -67,7 +67,12 @@ def _budget(tag: int, value: timedelta) -> bytes:
 
 
 def _rps(o: RpsObservation) -> bytes:
-    """``Observation{rps: ...}``, the field of a Turn (tag 3)."""
+    """``Observation{rps: ...}``, the field of a Turn (tag 3).
+
+    Past round 127 of a match the round, and soon a seat's wins, take two-byte
+    varints: those are written inline too (a ``varint`` call per value cost a
+    third of this function late in a 1000-round match).
+    """
     key = (o.signs, o.rounds)
     head = _RPS_HEADS.get(key)
     if head is None:
@@ -80,12 +85,27 @@ def _rps(o: RpsObservation) -> bytes:
         if len(_LAST_ROUNDS) < _CACHE_LIMIT:
             _LAST_ROUNDS[o.last_round] = last
     wins = o.wins
-    if len(wins) == 2 and 0 <= wins[0] < 0x80 and 0 <= wins[1] < 0x80:  # two players, under 128 wins each
-        packed = bytes((0x22, 2, wins[0], wins[1]))
+    if len(wins) == 2:  # two players
+        a, b = wins
+        if 0 <= a < 0x80 and 0 <= b < 0x80:
+            packed = bytes((0x22, 2, a, b))
+        elif 0 <= a < 0x4000 and 0 <= b < 0x4000:  # one or two bytes each
+            packed = (
+                bytes((0x22, (1 if a < 0x80 else 2) + (1 if b < 0x80 else 2)))
+                + (SMALL[a] if a < 0x80 else bytes(((a & 0x7F) | 0x80, a >> 7)))
+                + (SMALL[b] if b < 0x80 else bytes(((b & 0x7F) | 0x80, b >> 7)))
+            )
+        else:
+            packed = _packed(0x22, wins)
     else:
         packed = _packed(0x22, wins)
     r = o.round
-    body = head + ((b"\x18" + (SMALL[r] if 0 < r < 0x80 else varint(r))) if r else b"") + packed + last
+    if 0 <= r < 0x80:
+        body = head + b"\x18" + SMALL[r] + packed + last if r else head + packed + last
+    elif 0 < r < 0x4000:
+        body = head + bytes((0x18, (r & 0x7F) | 0x80, r >> 7)) + packed + last
+    else:
+        body = head + b"\x18" + varint(r) + packed + last
     n = len(body)
     if n < 0x7E:  # both lengths fit in one byte
         return bytes((0x1A, n + 2, 0x0A, n)) + body
@@ -114,11 +134,17 @@ def server_message_turn(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
         constant = _constant(*key)
         if len(_CONSTANT) < _CACHE_LIMIT:
             _CONSTANT[key] = constant
+    if 0 <= turn_id < 0x80:
+        tid = b"\x10" + SMALL[turn_id] if turn_id else b""
+    elif 0 < turn_id < 0x4000:  # (a match's turn ids pass 127 early: two bytes, written inline)
+        tid = bytes((0x10, (turn_id & 0x7F) | 0x80, turn_id >> 7))
+    else:
+        tid = b"\x10" + varint(turn_id)
     observation = turn.observation
     body = b"".join(
         (
             _MATCH_IDS.get(turn.match_id) or _match_id(turn.match_id),
-            (b"\x10" + (SMALL[turn_id] if turn_id < 0x80 else varint(turn_id))) if turn_id else b"",
+            tid,
             _rps(observation) if type(observation) is RpsObservation else _observation(observation),
             constant,
             turn_moves_bytes(moves) if moves else b"",
