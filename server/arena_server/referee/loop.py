@@ -153,6 +153,7 @@ class _Referee(Asking, Publishing):
         self.turn_id = 0
         self.task = None
         self.public_moves = {}
+        self.joint_moves = {}
         self.per_move = tc.per_move.total_seconds()
         self.per_move_td = tc.per_move
         self.overage_td = [tc.overage] * n
@@ -253,12 +254,17 @@ class _Referee(Asking, Publishing):
                     if player == SIMULTANEOUS:
                         state.apply_actions_unchecked(actions)  # legality was checked seat by seat
                         if self.tracking or self.listeners:
-                            self._publish([self._public_move(s, a) for s, a in enumerate(actions)])
+                            key = tuple(actions)
+                            moves = self.joint_moves.get(key)
+                            if moves is None:
+                                moves = tuple([self._public_move(s, a) for s, a in enumerate(actions)])
+                                self.joint_moves[key] = moves
+                            self._publish(moves)
                     else:
                         action = actions[0]
                         state.apply_action_unchecked(player, action)
                         if self.tracking or self.listeners:
-                            self._publish([self._public_move(player, action)])
+                            self._publish((self._public_move(player, action),))
                     actions = None
                     decisions += 1
                     if decisions & 255 == 0:

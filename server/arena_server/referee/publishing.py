@@ -34,7 +34,8 @@ class Publishing(RefereeState):
             move = self.public_moves[key] = PublicMove(seat, action, self.game.action_to_string(seat, action))
         return move
 
-    def _publish(self, moves: list[PublicMove]) -> None:
+    def _publish(self, moves: Sequence[PublicMove]) -> None:
+        """Queue ``moves`` for the seats that track moves and tell the spectators (who must not change them)."""
         for seat_index, tracked in enumerate(self.track):
             if tracked:
                 self.pending[seat_index].extend(moves)

@@ -40,6 +40,7 @@ class RefereeState:
         "failures",
         "game",
         "grace",
+        "joint_moves",
         "listeners",
         "outstanding",
         "overage",
@@ -81,6 +82,8 @@ class RefereeState:
     """The task running the match (an abort cancels its wait for a remote answer)."""
     public_moves: dict[tuple[int, int], PublicMove]
     """The match's :class:`PublicMove` objects by (seat, action), labelled once."""
+    joint_moves: dict[tuple[int, ...], tuple[PublicMove, ...]]
+    """A simultaneous decision's public moves by its actions (seat by seat), built once."""
     failures: list[tuple[int, Termination, str]]
     callbacks: list[Callable[[Answer], None]]
     decisions: int
