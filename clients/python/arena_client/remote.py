@@ -475,6 +475,8 @@ class Client:
         wants_updates = bot.wants_updates()
         worker = self._worker
         quick = 0  # threaded="auto": act calls in a row that came back within the spin window
+        auto = self._auto  # (kept in step with self._auto, which outlives this session)
+        slow_inline = SLOW_INLINE_SECONDS
         perf_counter = time.perf_counter
         backlog = inbox.backlog
         read = call.read
@@ -492,18 +494,18 @@ class Client:
                     bot.on_update(Update(turn.match_id, moves_from_proto(proto_turn.moves), turn.observation))
                 try:
                     if worker is None:
-                        if self._auto:
+                        if auto:
                             began = perf_counter()
                             action = bot.act(turn)
-                            if perf_counter() - began > SLOW_INLINE_SECONDS:
+                            if perf_counter() - began > slow_inline:
                                 # Slow after all: the worker thread from now on, so the stream stays read.
                                 worker = self._worker = _ActWorker()
-                                self._auto = False
+                                auto = self._auto = False
                         else:
                             action = bot.act(turn)
                     else:
                         action, in_time = await self._act(worker, turn, inbox)
-                        if self._auto:
+                        if auto:
                             quick = quick + 1 if in_time else 0
                             if quick >= QUICK_STREAK and inbox.idle:
                                 # Quick every time: inline from now on, without the two thread hand-offs.

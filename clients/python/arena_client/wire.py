@@ -50,11 +50,13 @@ def action_message(match_id: str, turn_id: int, action: int) -> bytes:
         prefix = b"\x0a" + varint(len(raw)) + raw if raw else b""
         if len(_ACTION_PREFIX) < _CACHE_LIMIT:
             _ACTION_PREFIX[match_id] = prefix
-    body = (
-        prefix
-        + ((b"\x10" + (SMALL[turn_id] if turn_id < 0x80 else varint(turn_id))) if turn_id else b"")
-        + ((b"\x18" + (SMALL[action] if 0 < action < 0x80 else varint(action))) if action else b"")
-    )
+    if turn_id < 0x80:
+        tid = b"\x10" + SMALL[turn_id] if turn_id else b""
+    elif turn_id < 0x4000:  # (past a match's first 127 turns: two bytes, written inline)
+        tid = bytes((0x10, (turn_id & 0x7F) | 0x80, turn_id >> 7))
+    else:
+        tid = b"\x10" + varint(turn_id)
+    body = prefix + tid + ((b"\x18" + (SMALL[action] if 0 < action < 0x80 else varint(action))) if action else b"")
     n = len(body)
     return b"\x12" + (SMALL[n] if n < 0x80 else varint(n)) + body
 
