@@ -9,7 +9,10 @@
    Action back, plus refereeing. Measured three ways: ``threaded="auto"``
    (the SDK default: this bot's quick ``act`` starts in the worker thread
    and runs inline after eight moves), always in the worker thread, and
-   always inline.
+   always inline. This bot never looks at its observation, and the SDK
+   decodes a Turn's observation only when ``act`` reads it: one more row
+   plays a bot that reads it every move (``ObservingScissors``, default
+   mode), as the reference RPS bots do.
 3. Throughput: ``arena serve`` in its own process and 64 SDK clients in a
    process of their own (``remote_clients.py``, which imports what a bot
    process imports), 64 concurrent matches, against the bare echo server in
@@ -32,8 +35,9 @@ machine shared with other work disturbs much less.
 4. One remote bot across processes, as Arena is deployed: ``arena serve`` (or
    the bare echo server) in its own process and one client in another
    (``remote_clients.py``), the median round trip over 2000 rounds, the SDK
-   bot in the same three modes, and a client that speaks the protocol by hand
-   (no SDK: what it costs over the bare line is the server's share).
+   bot in the same three modes and the observing one, and a client that
+   speaks the protocol by hand (no SDK: what it costs over the bare line is
+   the server's share).
 
 Targets: (2) at most 1.3x (1); (4) at most 1.3x its bare line; (3) at least 0.8x the bare round
 trips per second.
@@ -64,7 +68,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import grpc
-from remote_clients import Scissors, ping_pong
+from remote_clients import ObservingScissors, Scissors, ping_pong
 
 import arena_bots
 from arena_client.remote import Client, Threaded
@@ -129,13 +133,13 @@ async def bare_round_trip(n: int) -> tuple[float, float]:
     return statistics.fmean(times), statistics.median(times)
 
 
-async def arena_round_trip(threaded: Threaded) -> tuple[float, float]:
+async def arena_round_trip(threaded: Threaded, bot_class: type[Scissors] = Scissors) -> tuple[float, float]:
     """Seconds per round of a remote SDK bot vs a hosted bot through the real server: (mean, median)."""
     hub = Hub(None, arena_bots.hosted_bots())
     async with running_server(hub, port=0) as (_server, port):
-        warm = Client(Scissors(), f"127.0.0.1:{port}", name="warm", threaded=threaded)
+        warm = Client(bot_class(), f"127.0.0.1:{port}", name="warm", threaded=threaded)
         await warm.play(opponent="rock", params={"rounds": 100})
-        bot = Scissors()
+        bot = bot_class()
         client = Client(bot, f"127.0.0.1:{port}", name="bench", threaded=threaded)
         start = time.perf_counter()
         await client.play(opponent="rock", params={"rounds": ROUNDS})
@@ -265,12 +269,13 @@ def main() -> None:
             parser.error(f"--pin {args.pin}: this process may run on CPUs {all_cpus} only")
         os.sched_setaffinity(0, {args.pin})
         print(f"== pinned to CPU {args.pin}: (1) and (2) share one core; in (3) and (4) the servers run on it")
-    runs: dict[str, list[tuple[float, float]]] = {"bare": [], "auto": [], "thread": [], "inline": []}
-    for _ in range(args.repeats):  # interleaved, so background load hits all four alike
+    runs: dict[str, list[tuple[float, float]]] = {"bare": [], "auto": [], "thread": [], "inline": [], "observing": []}
+    for _ in range(args.repeats):  # interleaved, so background load hits all five alike
         runs["bare"].append(asyncio.run(bare_round_trip(ROUNDS)))
         runs["auto"].append(asyncio.run(arena_round_trip("auto")))
         runs["thread"].append(asyncio.run(arena_round_trip(True)))
         runs["inline"].append(asyncio.run(arena_round_trip(False)))
+        runs["observing"].append(asyncio.run(arena_round_trip("auto", ObservingScissors)))
     means = {k: [m for m, _ in v] for k, v in runs.items()}
     medians = {k: [d for _, d in v] for k, v in runs.items()}
     print(f"per-move round trip, {ROUNDS} rounds, {args.repeats} interleaved repeats, Python {sys.version.split()[0]}")
@@ -280,6 +285,7 @@ def main() -> None:
         ("auto", "arena remote SDK bot (auto)"),
         ("thread", "arena remote SDK bot (thread)"),
         ("inline", "arena remote SDK bot (inline)"),
+        ("observing", "  auto, reads its observation"),
     ):
         print(
             f"{label:<31}{statistics.median(means[key]) * 1e6:8.1f}us{ratio(means[key], means['bare']):7.2f}x"
@@ -330,11 +336,12 @@ def main() -> None:
         "arena-auto": [],
         "arena-thread": [],
         "arena-inline": [],
+        "arena-observing": [],
         "arena-protocol": [],
     }
     for _ in range(max(args.repeats // 2, 1)):
         across_runs["bare-latency"].append(across("bare-latency", echo_process(server_cpu, args.helper_threads)))
-        for kind in ("arena-auto", "arena-thread", "arena-inline", "arena-protocol"):
+        for kind in ("arena-auto", "arena-thread", "arena-inline", "arena-observing", "arena-protocol"):
             across_runs[kind].append(across(kind, arena_process(extra, server_cpu, args.helper_threads)))
     print(
         f"one remote bot, server in its own process{' (' + args.serve_args + ')' if extra else ''}, "
@@ -346,6 +353,7 @@ def main() -> None:
         ("arena-auto", "arena remote SDK bot (auto)"),
         ("arena-thread", "arena remote SDK bot (thread)"),
         ("arena-inline", "arena remote SDK bot (inline)"),
+        ("arena-observing", "  auto, reads its observation"),
         ("arena-protocol", "arena, protocol client, no SDK"),
     ):
         print(

@@ -3,7 +3,8 @@
 Run by ``bench_remote.py`` as ``python bench/remote_clients.py KIND PORT STREAMS ROUNDS``; prints one
 JSON line. KIND ``arena`` or ``bare``: ``STREAMS`` concurrent streams (3), the round trips per second
 and this process's CPU seconds per round trip. KIND ``arena-auto``, ``arena-inline``, ``arena-thread``,
-``arena-protocol`` or ``bare-latency``: one stream (4), the median round trip. ``arena-protocol`` is
+``arena-observing`` (auto, a bot that reads its observation), ``arena-protocol`` or ``bare-latency``:
+one stream (4), the median round trip. ``arena-protocol`` is
 no SDK at all: a client that speaks the protocol by hand (protobuf to read each Turn, the Action
 written as bytes), so what it costs over ``bare-latency`` is the server's share of a move.
 The process imports what a bot process imports (grpc and the SDK), not the server's packages: the
@@ -41,6 +42,25 @@ class Scissors(Bot):
 
     def act(self, turn: Turn) -> int:
         self.stamps.append(time.perf_counter())
+        return 2
+
+
+class ObservingScissors(Scissors):
+    """As :class:`Scissors`, reading its observation every move, as the reference RPS bots do.
+
+    The SDK decodes a Turn's observation when ``act`` first reads it, so this bot pays for the
+    decoding that :class:`Scissors`, which never looks, does not.
+    """
+
+    name = "bench-observer"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rounds_seen = 0
+
+    def act(self, turn: Turn) -> int:
+        self.stamps.append(time.perf_counter())
+        self.rounds_seen = turn.observation.round
         return 2
 
 
@@ -89,11 +109,11 @@ async def bare_throughput(port: int, streams: int, rounds: int) -> float:
     return streams * rounds / (time.perf_counter() - start)
 
 
-async def arena_latency(port: int, rounds: int, threaded: Threaded) -> float:
+async def arena_latency(port: int, rounds: int, threaded: Threaded, bot_class: type[Scissors] = Scissors) -> float:
     """Median seconds between two ``act`` calls of one remote SDK bot: one round trip (after a warm-up match)."""
-    warm = Client(Scissors(), f"127.0.0.1:{port}", name="warm", threaded=threaded)
+    warm = Client(bot_class(), f"127.0.0.1:{port}", name="warm", threaded=threaded)
     await warm.play(opponent="rock", params={"rounds": 100})
-    bot = Scissors()
+    bot = bot_class()
     await Client(bot, f"127.0.0.1:{port}", name="bench", threaded=threaded).play(
         opponent="rock", params={"rounds": rounds}
     )
@@ -148,11 +168,13 @@ async def bare_latency(port: int, rounds: int) -> float:
 def main() -> None:
     kind, port, streams, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     modes: dict[str, Threaded] = {"arena-auto": "auto", "arena-inline": False, "arena-thread": True}
-    if kind in modes or kind in ("bare-latency", "arena-protocol"):
+    if kind in modes or kind in ("bare-latency", "arena-protocol", "arena-observing"):
         if kind == "bare-latency":
             median = asyncio.run(bare_latency(port, rounds))
         elif kind == "arena-protocol":
             median = asyncio.run(protocol_latency(port, rounds))
+        elif kind == "arena-observing":
+            median = asyncio.run(arena_latency(port, rounds, "auto", ObservingScissors))
         else:
             median = asyncio.run(arena_latency(port, rounds, modes[kind]))
         print(json.dumps({"median": median}))
