@@ -291,23 +291,16 @@ class _Referee(Asking, Publishing):
                     actions = self._ask_sync(acting)
                 else:
                     self._begin(acting)
-                    if self.outstanding and not self.cut_short:
-                        return _Step.WAITING
-                    self._cancel_outstanding()
+                    if self.outstanding:
+                        if not self.cut_short:
+                            return _Step.WAITING
+                        self._cancel_outstanding()
                     actions = self._judge()
                 if actions is None:
                     return _Step.FAILED
         finally:
             self.player = player
             self.decisions = decisions
-
-    def _after_answers(self) -> _Step:
-        """The decision's answers are in: judge them, then go on (see :meth:`_advance`)."""
-        self._cancel_outstanding()
-        actions = self._judge()
-        if actions is None:
-            return _Step.FAILED
-        return self._advance(actions)
 
     def _decided(self) -> None:
         """A decision's answers are in (called from the last seat's callback): go on from here.
@@ -320,7 +313,10 @@ class _Referee(Asking, Publishing):
         if wake is None or wake.done():
             return  # the task is already on its way to end the match: this answer no longer counts
         try:
-            step = self._after_answers()
+            if self.outstanding:  # (a seat failed first: the others' asks are forgotten)
+                self._cancel_outstanding()
+            actions = self._judge()
+            step = _Step.FAILED if actions is None else self._advance(actions)
         except Exception as exc:
             wake.set_exception(exc)
             return

@@ -255,7 +255,12 @@ class RemoteSession:
                 except (Exception, asyncio.CancelledError) as exc:
                     self._write_failed(msg, exc)
                     return
-                self._wait_on(msg, waiter)
+                if type(waiter) is asyncio.Future:  # core's completion future (the usual case, inline)
+                    waiter._asyncio_future_blocking = False
+                    self._waiter = waiter
+                    waiter.add_done_callback(self._resume)
+                else:
+                    self._wait_on(msg, waiter)
                 return
             self._idle()
         finally:
