@@ -315,8 +315,6 @@ _OBSERVATION = Turn.__dict__["observation"]  # (the slots' member descriptors)
 _TIME_BUDGET = Turn.__dict__["time_budget"]
 _OVERAGE_LEFT = Turn.__dict__["overage_left"]
 _get_observation = _OBSERVATION.__get__
-_get_time_budget = _TIME_BUDGET.__get__
-_get_overage_left = _OVERAGE_LEFT.__get__
 _set_match_id = Turn.__dict__["match_id"].__set__
 _set_turn_id = Turn.__dict__["turn_id"].__set__
 _set_seat = Turn.__dict__["seat"].__set__
@@ -324,6 +322,21 @@ _set_legal_actions = Turn.__dict__["legal_actions"].__set__
 _set_observation = _OBSERVATION.__set__
 _set_time_budget = _TIME_BUDGET.__set__
 _set_overage_left = _OVERAGE_LEFT.__set__
+
+
+def _decoded_duration(slot: Any, field: str) -> property:
+    """A :class:`WireTurn` property: the duration ``field`` of its message, decoded on first read into ``slot``."""
+    get = slot.__get__
+    put = slot.__set__
+
+    def read(turn: WireTurn) -> timedelta:
+        value = get(turn)
+        if value is _UNREAD:
+            value = to_timedelta(getattr(turn._msg, field))
+            put(turn, value)
+        return value  # type: ignore[no-any-return]
+
+    return property(read, put)
 
 
 class WireTurn(Turn):
@@ -361,29 +374,8 @@ class WireTurn(Turn):
     def observation(self, value: Any) -> None:
         _set_observation(self, value)
 
-    @property  # type: ignore[override]
-    def time_budget(self) -> timedelta:
-        value = _get_time_budget(self)
-        if value is _UNREAD:
-            value = to_timedelta(self._msg.time_budget)
-            _set_time_budget(self, value)
-        return value  # type: ignore[no-any-return]
-
-    @time_budget.setter
-    def time_budget(self, value: timedelta) -> None:
-        _set_time_budget(self, value)
-
-    @property  # type: ignore[override]
-    def overage_left(self) -> timedelta:
-        value = _get_overage_left(self)
-        if value is _UNREAD:
-            value = to_timedelta(self._msg.overage_left)
-            _set_overage_left(self, value)
-        return value  # type: ignore[no-any-return]
-
-    @overage_left.setter
-    def overage_left(self, value: timedelta) -> None:
-        _set_overage_left(self, value)
+    time_budget = _decoded_duration(_TIME_BUDGET, "time_budget")  # type: ignore[assignment]
+    overage_left = _decoded_duration(_OVERAGE_LEFT, "overage_left")  # type: ignore[assignment]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Turn):
