@@ -4,9 +4,9 @@ Run by ``bench_remote.py`` as ``python bench/remote_clients.py KIND PORT STREAMS
 JSON line. KIND ``arena`` or ``bare``: ``STREAMS`` concurrent streams (3), the round trips per second
 and this process's CPU seconds per round trip. KIND ``arena-auto``, ``arena-inline``, ``arena-thread``,
 ``arena-observing`` (auto, a bot that reads its observation), ``arena-protocol`` or ``bare-latency``:
-one stream (4), the median round trip. ``arena-protocol`` is
-no SDK at all: a client that speaks the protocol by hand (protobuf to read each Turn, the Action
-written as bytes), so what it costs over ``bare-latency`` is the server's share of a move.
+one stream (4), the median round trip. ``arena-protocol`` is no SDK at all: a client that speaks the
+protocol by hand (protobuf to read each Turn, the Action written as bytes), so what it costs over
+``bare-latency`` is the server's share of a move.
 The process imports what a bot process imports (grpc and the SDK), not the server's packages: the
 benchmark process itself carries the server's imports from parts (1) and (2), three times a bot's
 objects, which would make every full garbage collection of the clients three times as long.
