@@ -154,6 +154,8 @@ class RpsGame(Game):
         self.table = payoff_table(signs)
         self.names = sign_names(signs)
         self.all_actions = tuple(range(signs))
+        self.legal_moves = frozenset((seat, sign) for seat in (0, 1) for sign in range(signs))
+        """Every ``(seat, sign)`` pair: one set lookup is the referee's legality check of an answer."""
 
     @property
     def num_players(self) -> int:
@@ -225,12 +227,12 @@ class RpsState(State):
         return SIMULTANEOUS if self._round < self.game.rounds else TERMINAL
 
     def legal_actions(self, player: int | None = None) -> Sequence[int]:
-        if self._round >= self.game.rounds or player is None or not 0 <= player < 2:
-            return ()
-        return self.game.all_actions
+        if self._round < self.game.rounds and player in (0, 1):
+            return self.game.all_actions
+        return ()
 
     def is_legal(self, player: int, action: int) -> bool:
-        return self._round < self.game.rounds and 0 <= action < self.game.signs and 0 <= player < 2
+        return self._round < self.game.rounds and (player, action) in self.game.legal_moves
 
     def _apply_joint(self, actions: Sequence[int]) -> None:
         a, b = actions
