@@ -71,6 +71,7 @@ import grpc
 from remote_clients import ObservingScissors, Scissors, ping_pong
 
 import arena_bots
+from arena_client._native import status as native_status
 from arena_client.remote import Client, Threaded
 from arena_server.api.server import running_server
 from arena_server.matches.hub import Hub
@@ -279,6 +280,7 @@ def main() -> None:
     means = {k: [m for m, _ in v] for k, v in runs.items()}
     medians = {k: [d for _, d in v] for k, v in runs.items()}
     print(f"per-move round trip, {ROUNDS} rounds, {args.repeats} interleaved repeats, Python {sys.version.split()[0]}")
+    print(f"move path: {native_status()} (ARENA_PURE_PYTHON=1 for the other)")
     print(f"{'':31}{'mean':>10}{'ratio':>8}{'median':>10}{'ratio':>8}")
     for key, label in (
         ("bare", "bare grpc.aio ping-pong"),

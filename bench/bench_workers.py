@@ -33,6 +33,7 @@ import grpc
 
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
+from arena_client._native import status as native_status
 
 MATCHES = 48
 ROUNDS = 1000
@@ -129,6 +130,7 @@ def main() -> None:
     print(
         f"CPUs available: {cpus}; {MATCHES} matches of {ROUNDS} rounds, {CONNECTIONS} connections, median of {REPEATS}"
     )
+    print(f"move path: {native_status()}")
     for label, runs in (("1", ones), ("2", twos)):
         each = ", ".join(f"{x:.0f}" for x in runs)
         print(f"arena serve --workers {label} : {statistics.median(runs):9.0f} moves/s  (runs: {each})")

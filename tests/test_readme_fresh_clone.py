@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -70,6 +71,11 @@ def test_readme_from_a_fresh_clone(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, f"`make run` did not serve in time:\n{log.read_text()[-4000:]}"
             time.sleep(0.5)
         assert (clone / ".venv" / "bin" / "arena").exists()
+        while "arena: move path:" not in log.read_text():  # printed just after "serving on"
+            assert time.monotonic() < deadline, f"`make run` did not say its move path:\n{log.read_text()[-4000:]}"
+            time.sleep(0.2)
+        if shutil.which("gcc"):  # the README: where a C compiler is found, make compiles the move path
+            assert "arena: move path: compiled (mypyc)" in log.read_text(), log.read_text()[-4000:]
 
         # The five-minute bot, exactly as the README gives it, in a folder of its own.
         work = tmp_path / "mybot"

@@ -20,16 +20,20 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.v1 import bot_session_pb2 as bs
-from arena_client import MatchInfo, PublicMove, Termination, Turn
+from arena_bots.simple import AlwaysRockBot
+from arena_client import Bot, MatchInfo, PublicMove, Termination, Turn, Update
 from arena_client.convert import turn_from_proto, turn_to_proto
 from arena_client.remote import Client
 from arena_games import load_game
 from arena_server.referee.clock import LoopLag
+from arena_server.referee.loop import play_match
 from arena_server.seats.framing import Framing
+from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
 from tests.conftest import LiveServer, counting_loop_work
@@ -235,3 +239,36 @@ async def test_a_reused_deadline_fires_once_for_its_latest_arming_only() -> None
         deadline.close()
     finally:
         lag.release()
+
+
+class LooseTypes(Bot):
+    """What Python lets a bot return: a numpy integer from act, a list for games, a truthy int for wants_updates."""
+
+    name = "loose"
+    games = ["rps"]  # type: ignore[assignment]  # noqa: RUF012  # a list where a tuple is declared
+
+    def __init__(self) -> None:
+        self.updates = 0
+
+    def wants_updates(self) -> bool:
+        return 1  # type: ignore[return-value]
+
+    def on_update(self, update: Update) -> None:
+        self.updates += 1
+
+    def act(self, turn: Turn) -> int:
+        return np.int64(1)  # type: ignore[return-value]  # paper, as numpy's argmax would give it
+
+
+async def test_a_bot_returning_numpy_integers_plays_hosted_and_remote(live_server: LiveServer) -> None:
+    """The conversions the move path makes hold compiled (``make native``) as in pure Python (tests/test_native.py)."""
+    hosted = LooseTypes()
+    record = await play_match(load_game("rps", rounds=20), [InProcessSeat(hosted), InProcessSeat(AlwaysRockBot())])
+    assert record.termination == Termination.NORMAL, record.reason
+    assert record.returns == (20.0, -20.0) and hosted.updates > 0
+    remote = LooseTypes()
+    for threaded in (False, True):
+        client = Client(remote, live_server.address, name=f"loose-{threaded}", threaded=threaded)
+        (result,) = await client.play(opponent="rock", params={"rounds": 20})
+        assert result.termination == Termination.NORMAL, result.reason
+        assert sorted(result.returns) == [-20.0, 20.0]  # paper every round (rock cannot win one)

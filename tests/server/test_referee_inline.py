@@ -193,4 +193,5 @@ async def test_the_move_paths_objects_keep_fast_attributes(live_server: LiveServ
         await client.play(opponent="rock", params={"rounds": 3})
     (remote_seat,) = seated
     for thing in (stdio_seat, remote_seat, remote_seat.session):
-        assert len(vars(thing)) <= 30, (type(thing).__name__, sorted(vars(thing)))
+        if hasattr(thing, "__dict__"):  # compiled (make native), a class keeps its attributes in fixed fields
+            assert len(vars(thing)) <= 30, (type(thing).__name__, sorted(vars(thing)))

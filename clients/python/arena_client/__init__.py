@@ -12,8 +12,12 @@ Example::
     run(Rock(), "localhost:50051", opponent="random", game="rps")
 """
 
-from arena_client.bot import Bot, Resign
-from arena_client.types import (
+from arena_client import _native
+
+_native.guard()  # before any compiled module can be imported: a stale build must not run (see _native)
+
+from arena_client.bot import Bot, Resign  # noqa: E402
+from arena_client.types import (  # noqa: E402
     MatchInfo,
     MatchResult,
     PublicMove,

@@ -206,14 +206,15 @@ class _ActWorker:
     """
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[concurrent.futures.Future[int], Callable[[Turn], int], Turn] | None] = (
+        # Any, not int: what act returns is converted by the session (a numpy integer is fine), not checked here.
+        self._jobs: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[Turn], Any], Turn] | None] = (
             queue.SimpleQueue()
         )
-        self._thread = threading.Thread(target=self._work, name="arena-act", daemon=True)
-        self._thread.start()
+        self._runner = threading.Thread(target=self._work, name="arena-act", daemon=True)
+        self._runner.start()
 
-    def submit(self, fn: Callable[[Turn], int], turn: Turn) -> concurrent.futures.Future[int]:
-        future: concurrent.futures.Future[int] = concurrent.futures.Future()
+    def submit(self, fn: Callable[[Turn], Any], turn: Turn) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._jobs.put((future, fn, turn))
         return future
 
@@ -356,9 +357,10 @@ class Client:
         seat: int | None,
         time_control: TimeControl | None,
     ) -> bs.BotMessage:
+        games = self._games()
         challenge = bs.Challenge(
             opponent=opponent,
-            game=game or (self.bot.games[0] if self.bot.games else "rps"),
+            game=game or (games[0] if games else "rps"),
             matches=count,
         )
         params_to_proto(params, challenge.params)
@@ -368,6 +370,11 @@ class Client:
             challenge.time_control.CopyFrom(time_control_to_proto(time_control))
         return bs.BotMessage(challenge=challenge)
 
+    def _games(self) -> Any:
+        """The bot's ``games`` as it set them (a tuple, or a list; Any: see _answer)."""
+        bot: Any = self.bot
+        return bot.games
+
     async def _handshake(self, call: Any) -> Any:
         await call.write(
             bs.BotMessage(
@@ -375,7 +382,7 @@ class Client:
                     protocol_version=PROTOCOL_VERSION,
                     name=self.name,
                     token=self.token,
-                    games=list(self.bot.games),
+                    games=list(self._games()),
                     client=CLIENT,
                 )
             )
@@ -457,9 +464,10 @@ class Client:
         except (TimeoutError, grpc.aio.AioRpcError, grpc.aio.UsageError):
             pass
 
-    async def _act(self, worker: _ActWorker, turn: Turn, inbox: _Inbox) -> tuple[int, bool]:
-        """``act`` in the worker thread: its answer, and whether it came within the spin window."""
-        pending = worker.submit(self.bot.act, turn)
+    async def _act(self, worker: _ActWorker, turn: Turn, inbox: _Inbox) -> tuple[Any, bool]:
+        """``act`` in the worker thread: its answer (anything ``int`` takes), and whether it came in the spin window."""
+        bot: Any = self.bot  # (see _answer)
+        pending = worker.submit(bot.act, turn)
         try:
             # A quick bot answers within the spin window: no event-loop round trip.
             return pending.result(timeout=QUICK_ACT_SECONDS), True
@@ -470,7 +478,9 @@ class Client:
     async def _answer(
         self, call: Any, inbox: _Inbox, writer: _Writer, matches: int, again: Callable[[], bs.BotMessage] | None
     ) -> None:
-        bot = self.bot
+        # The bot is held as Any: compiled (mypyc), what its methods return would be checked against their
+        # annotations, and a numpy integer from act (converted below) or a truthy non-bool would be refused.
+        bot: Any = self.bot
         seat = 0
         wants_updates = bot.wants_updates()
         worker = self._worker
@@ -673,7 +683,7 @@ class _Inbox:
         reading, self._reading = self._reading, None
         return await reading
 
-    async def during(self, thinking: asyncio.Future[int]) -> int:
+    async def during(self, thinking: asyncio.Future[Any]) -> Any:
         """Keep reading until ``thinking`` is done; return its result (or raise its exception)."""
         try:
             while not thinking.done():

@@ -27,6 +27,7 @@ from typing import Any
 
 from arena_bots import hosted_bots
 from arena_bots.registry import BotState
+from arena_client._native import status as native_status
 from arena_server.api.server import build_server
 from arena_server.bots.registry import check_sandbox, prepare_registry
 from arena_server.cli import CliError
@@ -229,6 +230,7 @@ async def _serve(
         print(f"arena: web interface on http://{shown}:{web.port}/", flush=True)
     if type(asyncio.get_running_loop()).__module__.startswith("uvloop"):
         print("arena: event loop: uvloop", flush=True)
+    print(f"arena: move path: {native_status()}", flush=True)
     print("arena: press Ctrl-C to stop", flush=True)
     ladder = start_ladder(hub, ladder_cfg)  # issue 5: the rated ladder runs inside the server
     refitter = RatingRefitter(store).start() if ladder is None else None  # --no-ladder still refits

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from arena_client import TimeControl
+from arena_client._native import status as native_status
 from arena_server.cli import CliError
 from arena_server.cli.common import apply_helper_threads, settle_heap
 from arena_server.ladder.scheduler import LadderConfig
@@ -226,6 +227,7 @@ async def serve_workers(
                     f"{ladder.per_bot} per bot per worker)",
                     flush=True,
                 )
+            print(f"arena: move path: {native_status()}", flush=True)
             refitter = RatingRefitter(store, 2.0 if ladder is None else ladder.refit_interval).start()
             stopped = asyncio.ensure_future(stop.wait())
             await asyncio.wait({watcher, stopped}, return_when=asyncio.FIRST_COMPLETED)

@@ -34,10 +34,13 @@ class LoopLag:
     """Seconds between ticks."""
     SLACK = 0.020
     """Lateness beyond the period that counts as a stall (shorter hiccups are the bot's, within its grace)."""
-    LATE = PERIOD + SLACK
-    """A gap between ticks longer than this is a stall."""
-    RECENT = 4 * PERIOD + SLACK
-    """A read this soon after a stall ended may have waited for it."""
+    LATE = 0.025
+    """A gap between ticks longer than this (``PERIOD + SLACK``) is a stall.
+
+    Written as a number: mypyc compiles this module and takes only literals as class attribute defaults.
+    """
+    RECENT = 0.040
+    """A read this soon after a stall ended (``4 * PERIOD + SLACK``) may have waited for it."""
 
     _instances: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag]] = weakref.WeakKeyDictionary()
 

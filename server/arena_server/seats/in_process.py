@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from arena_client import Bot, MatchInfo, MatchResult, PublicMove, Resign, SeatInfo, Termination, Turn, Update
 from arena_server.referee.records import Answer
@@ -22,8 +23,11 @@ class InProcessSeat(Seat):
 
     def __init__(self, bot: Bot, info: SeatInfo | None = None) -> None:
         super().__init__(info or SeatInfo(0, bot.name, 1, "hosted"))
-        self.bot = bot
-        self.wants_updates = bot.wants_updates()
+        loose: Any = bot
+        self.bot: Any = loose
+        """Held as Any: compiled (mypyc), a typed call would check what the bot returns against its annotations
+        (refusing a numpy integer from ``act`` before it is converted)."""
+        self.wants_updates = bool(loose.wants_updates())
         self._failure: Answer | None = None
 
     async def start(self, match: MatchInfo) -> Answer | None:
