@@ -122,6 +122,7 @@ PURE_SUITE = (
     "tests/server/test_check_remote.py",
     "tests/server/test_move_path.py",
     "tests/server/test_play_remote.py",
+    "tests/server/test_referee.py",
     "tests/server/test_referee_inline.py",
     "tests/server/test_remote.py",
     "tests/server/test_remote_write.py",

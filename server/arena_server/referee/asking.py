@@ -21,13 +21,13 @@ from arena_client.types import (
     Update,
 )
 from arena_games import State, describe_actions
+from arena_server.referee.publishing import Publishing
 from arena_server.referee.records import (
     Answer,
 )
-from arena_server.referee.state import RefereeState
 
 
-class Asking(RefereeState):
+class Asking(Publishing):
     """The part of the referee that asks seats for their actions and judges the answers."""
 
     __slots__ = ()
@@ -64,13 +64,16 @@ class Asking(RefereeState):
                 update = Update(match_id, tuple(pending), turn.observation)
                 pending.clear()
             ans = seats[seat_index].act_now(turn, (), update)
-            action: int = ans.action  # type: ignore[assignment]
+            action = ans.action
             # Fast path inline; anything unusual (failure, overtime, illegal) goes through _check.
-            if not (ans.failure is None and ans.elapsed - grace <= per_move and is_legal(seat_index, action)):
+            if action is None or not (
+                ans.failure is None and ans.elapsed - grace <= per_move and is_legal(seat_index, action)
+            ):
                 failure = self._check(seat_index, ans, per_move, grace)
                 if failure is not None:
                     failures.append(failure)
                     continue
+                assert action is not None  # (_check passes only an answer with an action)
             log.players.append(seat_index)
             log.actions.append(action)
             log.elapsed_us.append(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))

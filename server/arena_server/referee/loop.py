@@ -42,7 +42,6 @@ from arena_client.types import (
 )
 from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, Game
 from arena_server.referee.asking import Asking
-from arena_server.referee.publishing import Publishing
 from arena_server.referee.records import (
     COMMIT_FAILED,
     Answer,
@@ -120,8 +119,13 @@ class _Step(enum.Enum):
     ABORTED = enum.auto()
 
 
-class _Referee(Asking, Publishing):
-    """The state of one running match (kept apart so play_match stays readable)."""
+class _Referee(Asking):
+    """The state of one running match (kept apart so play_match stays readable).
+
+    Its parts are one chain, ``RefereeState`` (the attributes), ``Publishing``,
+    ``Asking``, then this loop, not two mixins side by side: mypyc, which
+    compiles the referee (``make native``), takes single inheritance only.
+    """
 
     __slots__ = ("all_sync", "on_end", "rng")
 
