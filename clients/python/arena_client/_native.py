@@ -1,8 +1,8 @@
 """The compiled move path: which modules are built with mypyc, and whether the built ones may be used.
 
 Every remote move runs through the same few modules on both sides of the
-stream (the SDK's session and wire encoder, the server's seat, Turn encoder,
-session reader and clocks). ``make`` compiles them with mypyc
+stream (the SDK's session and wire encoder; the server's session reader,
+seats, Turn encoder, referee and clocks). ``make`` compiles them with mypyc
 (``scripts/build_native.py``): each gets a C extension beside its ``.py`` and
 the build writes ``_native.json`` (beside this file), the SHA-256 of every
 source it compiled. The ``.py`` files stay the reference: the extension does
@@ -49,7 +49,7 @@ MODULES = (
     "arena_server.seats.remote",
     "arena_server.seats.turn_wire",
 )
-"""The compiled modules (a subclass of a compiled class must be compiled too: see docs/performance.md)."""
+"""The compiled modules (a subclass of a compiled class must be compiled too: see docs/development.md)."""
 
 GROUP = "arena_client._native"
 """mypyc's group name: the modules share one library, ``arena_client/_native__mypyc`` plus the platform suffix."""
