@@ -12,13 +12,24 @@ is stored by the one writer (the main process) before its reply.
 The two configurations alternate ``REPEATS`` times so background load hits
 both alike; the ratio is the median of the per-repeat ratios.
 
+A run is ``MATCHES`` (192) matches: about 2.1 s with one worker and 1.15 s
+with two here. Its last ~0.04 s, after the last match has started, is a tail
+in which one of two workers may have nothing left to play while the other
+finishes its share (one worker never idles: its last matches share its core).
+Until the twelfth pass a run was 48 matches (0.54 s and 0.30 s), so that tail
+was an eighth of the two workers' window; the ratio read 1.71-1.79x where 192
+matches read 1.81-1.89x on the same code, back to back (docs/performance.md,
+twelfth pass). ``--matches 48`` gives the old measure; each run prints its
+window and its tail.
+
 Target (issue 20): with 2 workers at least 1.7x the single-process figure on
-this 2-core machine. Run: ``.venv/bin/python bench/bench_workers.py``
-(``taskset -c 0,1`` to pin it to two cores).
+this 2-core machine. Run: ``.venv/bin/python bench/bench_workers.py
+[--matches N] [--repeats N]`` (``taskset -c 0,1`` to pin it to two cores).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import signal
@@ -35,7 +46,7 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client._native import status as native_status
 
-MATCHES = 48
+MATCHES = 192
 ROUNDS = 1000
 CONNECTIONS = 8
 REPEATS = 3
@@ -79,8 +90,12 @@ def start_server(workers: int, db: str) -> tuple[subprocess.Popen[str], int]:
     raise SystemExit(f"arena serve --workers {workers} did not start")
 
 
-async def load(port: int, matches: int) -> float:
-    """Moves per second over ``matches`` hosted-vs-hosted matches."""
+async def load(port: int, matches: int) -> tuple[float, float, float]:
+    """Moves per second over ``matches`` hosted-vs-hosted matches, the window's seconds and its tail's.
+
+    The tail is the time from the last match's start (the queue empty) to the end of the window.
+    """
+    last_start: list[float] = []
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(matches):
         queue.put_nowait(i)
@@ -97,6 +112,8 @@ async def load(port: int, matches: int) -> float:
             stub = mp_grpc.MatchServiceStub(channel)
             while not queue.empty():
                 queue.get_nowait()
+                if queue.empty():
+                    last_start.append(time.perf_counter())
                 reply = await stub.CreateMatch(request)
                 assert reply.record.status == mp.MATCH_STATUS_FINISHED, reply.record.reason
                 moves += reply.record.move_count
@@ -105,30 +122,42 @@ async def load(port: int, matches: int) -> float:
     for i in range(matches):
         queue.put_nowait(i)
     moves = 0
+    last_start.clear()
     start = time.perf_counter()
     await asyncio.gather(*(connection(i) for i in range(CONNECTIONS)))
-    return moves / (time.perf_counter() - start)
+    end = time.perf_counter()
+    return moves / (end - start), end - start, end - last_start[0]
 
 
-def measure(workers: int, folder: str, repeat: int) -> float:
+def measure(workers: int, folder: str, repeat: int, matches: int) -> float:
     proc, port = start_server(workers, os.path.join(folder, f"w{workers}-{repeat}.db"))
     try:
-        return asyncio.run(load(port, MATCHES))
+        rate, window, tail = asyncio.run(load(port, matches))
+        after = f"{tail:.3f} s after the last match started"
+        print(f"  --workers {workers}: {rate:9.0f} moves/s over {window:.2f} s ({after})")
+        return rate
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--matches", type=int, default=MATCHES, help=f"matches a run plays (default {MATCHES})")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help=f"runs of each configuration (default {REPEATS})")
+    args = parser.parse_args()
+    if args.matches < CONNECTIONS or args.repeats < 1:
+        parser.error(f"--matches must be at least {CONNECTIONS} and --repeats at least 1")
     cpus = len(os.sched_getaffinity(0))
     ones, twos = [], []
     with tempfile.TemporaryDirectory() as folder:
-        for repeat in range(REPEATS):
-            ones.append(measure(1, folder, repeat))
-            twos.append(measure(2, folder, repeat))
+        for repeat in range(args.repeats):
+            ones.append(measure(1, folder, repeat, args.matches))
+            twos.append(measure(2, folder, repeat, args.matches))
     ratio = statistics.median(t / o for t, o in zip(twos, ones, strict=True))
     print(
-        f"CPUs available: {cpus}; {MATCHES} matches of {ROUNDS} rounds, {CONNECTIONS} connections, median of {REPEATS}"
+        f"CPUs available: {cpus}; {args.matches} matches of {ROUNDS} rounds, {CONNECTIONS} connections, "
+        f"median of {args.repeats}"
     )
     print(f"move path: {native_status()}")
     for label, runs in (("1", ones), ("2", twos)):
