@@ -4,9 +4,10 @@ Run by ``bench_remote.py`` as ``python bench/remote_clients.py KIND PORT STREAMS
 JSON line. KIND ``arena`` or ``bare``: ``STREAMS`` concurrent streams (3), the round trips per second
 and this process's CPU seconds per round trip. KIND ``arena-auto``, ``arena-inline``, ``arena-thread``,
 ``arena-observing`` (auto, a bot that reads its observation), ``arena-protocol`` or ``bare-latency``:
-one stream (4), the median round trip. ``arena-protocol`` is no SDK at all: a client that speaks the
-protocol by hand (protobuf to read each Turn, the Action written as bytes), so what it costs over
-``bare-latency`` is the server's share of a move.
+one stream (4), the median round trip. KIND ``seat-S-OPPONENT`` (``bench_remote_seats.py``): the SDK bot
+(auto) in seat S against the hosted bot OPPONENT, the median round trip. ``arena-protocol`` is no SDK at
+all: a client that speaks the protocol by hand (protobuf to read each Turn, the Action written as
+bytes), so what it costs over ``bare-latency`` is the server's share of a move.
 The process imports what a bot process imports (grpc and the SDK), not the server's packages: the
 benchmark process itself carries the server's imports from parts (1) and (2), three times a bot's
 objects, which would make every full garbage collection of the clients three times as long.
@@ -109,13 +110,23 @@ async def bare_throughput(port: int, streams: int, rounds: int) -> float:
     return streams * rounds / (time.perf_counter() - start)
 
 
-async def arena_latency(port: int, rounds: int, threaded: Threaded, bot_class: type[Scissors] = Scissors) -> float:
-    """Median seconds between two ``act`` calls of one remote SDK bot: one round trip (after a warm-up match)."""
+async def arena_latency(
+    port: int,
+    rounds: int,
+    threaded: Threaded,
+    bot_class: type[Scissors] = Scissors,
+    opponent: str = "rock",
+    seat: int | None = None,
+) -> float:
+    """Median seconds between two ``act`` calls of one remote SDK bot: one round trip (after a warm-up match).
+
+    The bot plays ``opponent`` (a hosted bot), in ``seat`` if given (else seat 0, a challenge's first match).
+    """
     warm = Client(bot_class(), f"127.0.0.1:{port}", name="warm", threaded=threaded)
-    await warm.play(opponent="rock", params={"rounds": 100})
+    await warm.play(opponent=opponent, params={"rounds": 100}, seat=seat)
     bot = bot_class()
     await Client(bot, f"127.0.0.1:{port}", name="bench", threaded=threaded).play(
-        opponent="rock", params={"rounds": rounds}
+        opponent=opponent, params={"rounds": rounds}, seat=seat
     )
     return statistics.median(b - a for a, b in zip(bot.stamps, bot.stamps[1:], strict=False))
 
@@ -168,6 +179,10 @@ async def bare_latency(port: int, rounds: int) -> float:
 def main() -> None:
     kind, port, streams, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     modes: dict[str, Threaded] = {"arena-auto": "auto", "arena-inline": False, "arena-thread": True}
+    if kind.startswith("seat-"):
+        _, seat, opponent = kind.split("-", 2)
+        print(json.dumps({"median": asyncio.run(arena_latency(port, rounds, "auto", Scissors, opponent, int(seat)))}))
+        return
     if kind in modes or kind in ("bare-latency", "arena-protocol", "arena-observing"):
         if kind == "bare-latency":
             median = asyncio.run(bare_latency(port, rounds))

@@ -20,7 +20,8 @@ import pytest
 
 from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import common_pb2
-from arena_client import SeatInfo, Termination, Turn
+from arena_bots import HostedBot
+from arena_client import Bot, SeatInfo, Termination, Turn
 from arena_client.remote import Client
 from arena_games import load_game
 from arena_games.rps import RpsState
@@ -122,6 +123,48 @@ async def test_a_seat_that_hangs_up_while_the_other_seats_turn_is_out_ends_the_m
     stored = await live_server.store.get_match(held.match_id)
     assert stored is not None and stored.termination == Termination.DISCONNECT
     assert stored.seats[stored.offender].bot_name == "leaving"  # type: ignore[index]
+
+
+async def test_a_remote_seats_turn_is_out_before_a_hosted_seat_of_the_same_move_thinks(
+    live_server: LiveServer,
+) -> None:
+    """In a simultaneous move the remote seat is asked first, whatever its seat number.
+
+    Its Turn then travels while the hosted bot computes its own answer, instead of waiting for it: a
+    remote bot in seat 1 against a hosted bot in seat 0 would otherwise wait for the hosted bot's
+    ``act`` on every move. Turn ids still follow the seats' order.
+    """
+    hub = live_server.hub
+    seen: list[tuple[int, int | None]] = []
+
+    class Peeker(Bot):
+        """Notes, as it acts, which Turn the remote seat was last asked."""
+
+        name = "peeker"
+        games = ("rps",)
+
+        def act(self, turn: Turn) -> int:
+            session = hub.sessions.get("second")
+            asked = session.seat.last_turn_args if session is not None and session.seat is not None else None
+            seen.append((turn.turn_id, asked[0].turn_id if asked is not None else None))
+            return 0
+
+    hub.hosted["peeker"] = HostedBot("peeker", ("rps",), lambda seed: Peeker(), "notes what the remote seat was asked")
+    raw = RawBot(live_server.channel())
+    assert (await raw.hello("second")).WhichOneof("kind") == "welcome"
+    await raw.challenge("peeker", rounds=5, seat=1)
+    remote_turns: list[int] = []
+    while True:
+        msg = await raw.recv()
+        if msg.WhichOneof("kind") == "turn":
+            remote_turns.append(msg.turn.turn_id)
+            await raw.answer(msg.turn, 1)
+        elif msg.WhichOneof("kind") == "match_ended":
+            break
+    assert msg.match_ended.termination == common_pb2.TERMINATION_NORMAL, msg.match_ended
+    assert list(msg.match_ended.returns) == [-5.0, 5.0]  # paper (seat 1) beats rock every round
+    assert remote_turns == [2, 4, 6, 8, 10]  # seat 1's turn ids, as before: seat 0 gets 1, 3, 5, ...
+    assert seen == [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10)]  # each move's remote Turn was asked first
 
 
 async def test_an_engine_error_in_an_inline_move_aborts_the_match_and_spares_the_session(

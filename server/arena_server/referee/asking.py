@@ -1,19 +1,21 @@
 """Asking the seats: build each acting seat's redacted Turn, wait with a deadline, charge the clock, judge.
 
 The in-process fast path (:meth:`Asking._ask_sync`) asks synchronous seats
-inline. Otherwise :meth:`Asking._begin` asks every acting seat: the others
-(remote and stdio seats) answer through a callback (:meth:`Seat.ask_then`)
-that hands the answer to :meth:`Asking._answered`, and the last answer of a
-decision carries the match on from that callback; the first failure ends the
-wait. Clocks are charged here: time beyond the per-move
-budget comes out of the seat's overage bank, less the grace that is never
-charged; an empty bank is a timeout.
+inline. Otherwise :meth:`Asking._begin` asks every acting seat, the seats
+that answer later first (remote and stdio seats, whose Turns then travel
+while an in-process seat of the same simultaneous move thinks): they answer
+through a callback (:meth:`Seat.ask_then`) that hands the answer to
+:meth:`Asking._answered`, and the last answer of a decision carries the match
+on from that callback; the first failure ends the wait. Clocks are charged
+here: time beyond the per-move budget comes out of the seat's overage bank,
+less the grace that is never charged; an empty bank is a timeout.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from arena_client.types import (
     Termination,
@@ -115,48 +117,58 @@ class Asking(Publishing):
     def _begin(self, acting: Sequence[int] | range) -> None:
         """Build each acting seat's redacted Turn and ask it; answers go to ``self.answers``, by position in ``acting``.
 
-        An in-process seat answers here. The others are asked with :meth:`Seat.ask_then`
-        and call :meth:`_answered` when their answer comes; a seat that has already
-        failed does so before this returns.
+        The seats that answer later (remote and stdio seats) are asked first, with
+        :meth:`Seat.ask_then`, so their Turns are on their way before an
+        in-process seat of the same decision (a simultaneous move) spends its
+        time on its own answer, which it gives here; turn ids still follow the
+        seats' order. Those seats call :meth:`_answered` when their answer
+        comes; a seat that has already failed does so before this returns.
         """
-        state = self.state
         seats = self.seats
-        match_id = self.record.match_id
-        per_move_td = self.per_move_td
-        overage_td = self.overage_td
-        pending = self.pending
-        shared_obs = state.observation(None) if self.game.public_observation else None
+        shared_obs = self.state.observation(None) if self.game.public_observation else None
         turn_id = self.turn_id
-        answers: list[Answer | None] = [None] * len(acting)
-        self.answers = answers
+        self.answers = [None] * len(acting)
         self.acting = acting
         self.outstanding = 0
         self.cut_short = False
         self.starting = True
+        in_process = False
         for i, seat_index in enumerate(acting):
-            seat = seats[seat_index]
-            turn_id += 1
-            observation = shared_obs if shared_obs is not None else state.observation(seat_index)
-            turn = Turn(
-                match_id,
-                turn_id,
-                seat_index,
-                observation,
-                state.legal_actions(seat_index),
-                per_move_td,
-                overage_td[seat_index],
-            )
-            moves = pending[seat_index]
-            if seat.synchronous:  # answers at once (an in-process bot): asked before any other seat
-                answers[i] = seat.act_now(turn, moves, Update(match_id, tuple(moves), observation) if moves else None)
+            if seats[seat_index].synchronous:
+                in_process = True  # asked below, once the others' Turns are out
             else:
-                timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace
-                self.outstanding += 1
-                seat.ask_then(turn, tuple(moves) if moves else (), timeout, self.callbacks[i])
-            if moves:
-                moves.clear()
-        self.turn_id = turn_id
+                self._ask(i, seat_index, turn_id + i + 1, shared_obs)
+        if in_process:
+            for i, seat_index in enumerate(acting):
+                if seats[seat_index].synchronous:
+                    self._ask(i, seat_index, turn_id + i + 1, shared_obs)
+        self.turn_id = turn_id + len(acting)
         self.starting = False
+
+    def _ask(self, i: int, seat_index: int, turn_id: int, shared_obs: Any) -> None:
+        """Ask the seat at position ``i`` of the decision for turn ``turn_id`` (see :meth:`_begin`)."""
+        seat = self.seats[seat_index]
+        observation = shared_obs if shared_obs is not None else self.state.observation(seat_index)
+        turn = Turn(
+            self.record.match_id,
+            turn_id,
+            seat_index,
+            observation,
+            self.state.legal_actions(seat_index),
+            self.per_move_td,
+            self.overage_td[seat_index],
+        )
+        moves = self.pending[seat_index]
+        if seat.synchronous:  # answers at once (an in-process bot)
+            self.answers[i] = seat.act_now(
+                turn, moves, Update(self.record.match_id, tuple(moves), observation) if moves else None
+            )
+        else:
+            timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace
+            self.outstanding += 1
+            seat.ask_then(turn, tuple(moves) if moves else (), timeout, self.callbacks[i])
+        if moves:
+            moves.clear()
 
     def _answered(self, i: int, ans: Answer) -> None:
         """The answer of the seat at position ``i`` of the decision (called by the seat).
