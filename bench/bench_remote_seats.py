@@ -4,7 +4,7 @@
 bench bot of ``bench_remote.py``) in another, as in that benchmark's part
 (4): the median round trip over ``ROUNDS`` rounds of RPS, the bot in seat 0
 and in seat 1, against hosted bots whose ``act`` costs from nothing
-(``rock``) to tens of microseconds (``sicilian``). In a simultaneous move
+(``rock``) to about ten microseconds (``sicilian``, an ensemble). In a simultaneous move
 both seats are asked together. Since issue 20's twelfth pass the referee asks
 the remote seat first, whatever its number, so its Turn travels while the
 hosted bot computes; before, a remote bot in seat 1 waited for seat 0's
