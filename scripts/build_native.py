@@ -41,14 +41,19 @@ def _load_native():  # type: ignore[no-untyped-def]
 _native = _load_native()
 
 
+def shared_library(root: Path) -> Path:
+    """The group's shared library under ``root`` (``arena_client/_native__mypyc`` plus this interpreter's suffix)."""
+    *package, name = _native.GROUP.split(".")
+    return root.joinpath(*package, name + "__mypyc").with_suffix(importlib.machinery.EXTENSION_SUFFIXES[0])
+
+
 def clean() -> None:
     _native.MANIFEST.unlink(missing_ok=True)
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     for module in _native.MODULES:
         extension = _native.extension_path(module)
         if extension is not None:
             extension.unlink(missing_ok=True)
-    _native.MANIFEST.with_name(f"_native__mypyc{suffix}").unlink(missing_ok=True)
+    shared_library(ROOT / "clients" / "python").unlink(missing_ok=True)
 
 
 def build() -> int:
@@ -87,9 +92,7 @@ def build() -> int:
         lib = Path(tmp) / "lib"
         for module, source in sources.items():
             shutil.copyfile(lib.joinpath(*module.split(".")).with_suffix(suffix), source.with_suffix(suffix))
-        shared = _native.GROUP.split(".")
-        shared[-1] += "__mypyc"
-        shutil.copyfile(lib.joinpath(*shared).with_suffix(suffix), _native.MANIFEST.with_name(shared[-1] + suffix))
+        shutil.copyfile(shared_library(lib), shared_library(ROOT / "clients" / "python"))
     manifest = {"suffix": suffix, "sources": {m: _native.digest(p) for m, p in sources.items()}}
     partial = _native.MANIFEST.with_suffix(".tmp")
     partial.write_text(json.dumps(manifest, indent=1) + "\n")

@@ -23,7 +23,7 @@ class InProcessSeat(Seat):
 
     def __init__(self, bot: Bot, info: SeatInfo | None = None) -> None:
         super().__init__(info or SeatInfo(0, bot.name, 1, "hosted"))
-        loose: Any = bot
+        loose: Any = bot  # (with `self.bot: Any = bot`, mypyc narrows self.bot to Bot below and checks the bool)
         self.bot: Any = loose
         """Held as Any: compiled (mypyc), a typed call would check what the bot returns against its annotations
         (refusing a numpy integer from ``act`` before it is converted)."""
