@@ -1,5 +1,6 @@
 """A match's start, and its end when no rating or failure hook rides along, are each one transaction
-run in one hop to the database thread; a failure inside one rolls all of it back. A bot's Hello
+run in one hop to the database thread; a failure inside one rolls all of it back. Starts and ends
+asked for while a hop is under way share the next hop, each still its own transaction. A bot's Hello
 looks its name up in one hop.
 
 A real SQLite file; the records come from real in-process matches.
@@ -7,6 +8,7 @@ A real SQLite file; the records come from real in-process matches.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sqlite3
 from collections.abc import Callable
@@ -119,3 +121,55 @@ async def test_a_hello_asks_the_database_once_and_a_guests_match_three_times(liv
         owner = await raw.recv()
     assert owner.WhichOneof("kind") == "welcome" and not owner.welcome.guest
     assert len(hops) == 1
+
+
+def stored_ids(path: Path) -> list[int]:
+    with sqlite3.connect(path) as conn:
+        return [row[0] for row in conn.execute("SELECT id FROM matches ORDER BY id")]
+
+
+async def test_writes_asked_for_during_a_hop_share_the_next_one_each_its_own_transaction(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "arena.db")
+    try:
+        template = await finished_match()
+        records = [dataclasses.replace(template, match_id="") for _ in range(6)]
+        broken = dataclasses.replace(template, match_id="", seats=(template.seats[0], template.seats[0]))
+        hops = count_hops(store)
+        first = asyncio.ensure_future(store.start_match(records[0]))
+        await asyncio.sleep(0)  # its hop is under way: the next ones queue behind it
+        outcomes = await asyncio.gather(
+            *(store.start_match(r) for r in records[1:3]),
+            store.start_match(broken),  # fails inside its hop; the others in the same hop still commit
+            *(store.start_match(r) for r in records[3:]),
+            return_exceptions=True,
+        )
+        await first
+        assert len(hops) == 2  # one for the first start, one for the five asked for meanwhile
+        assert isinstance(outcomes[2], sqlite3.IntegrityError)
+        started = [r.match_id for r in records]
+        assert sorted(int(i) for i in started) == stored_ids(tmp_path / "arena.db")
+        assert not store.conn.in_transaction
+        for record in records:
+            record.termination = Termination.NORMAL
+        hops.clear()
+        await asyncio.gather(*(store.finish_match(r) for r in records))
+        assert len(hops) == 1
+        for match_id in started:
+            stored = await store.get_match(match_id)
+            assert stored is not None and stored.termination == Termination.NORMAL and len(stored.moves) == 10
+    finally:
+        await store.close()
+
+
+async def test_a_write_cancelled_before_its_hop_is_not_made_and_close_writes_what_is_queued(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "arena.db")
+    record = await finished_match()
+    kept = dataclasses.replace(record, match_id="")
+    async with store.write_lock:  # another transaction is open: the starts wait for the lock
+        dropped = asyncio.ensure_future(store.start_match(record))
+        queued = asyncio.ensure_future(store.start_match(kept))
+        await asyncio.sleep(0)
+        dropped.cancel()
+    await store.close()  # before anyone awaited the queued start: it is written first
+    assert queued.done() and dropped.cancelled()
+    assert stored_ids(tmp_path / "arena.db") == [int(kept.match_id)]
