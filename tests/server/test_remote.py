@@ -28,6 +28,7 @@ from arena_client import Bot, Termination, TimeControl, Turn
 from arena_client.convert import time_control_to_proto
 from arena_client.remote import ArenaError, Client
 from arena_games import load_game
+from arena_server.api import bot_session
 from arena_server.api.server import running_server
 from arena_server.matches.hub import Hub
 from arena_server.store.database import Store
@@ -157,6 +158,40 @@ async def test_garbage_bytes_end_match_as_protocol_error(live_server: LiveServer
     assert error.error.fatal and "not a valid arena.v1.BotMessage" in error.error.message
     record = await stored(live_server, started.match_id)
     assert record.termination == Termination.PROTOCOL_ERROR and record.offender == started.seat  # type: ignore[attr-defined]
+
+
+async def test_an_idle_session_is_pinged_and_a_seated_one_is_not(
+    live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bot_session, "PING_INTERVAL", 0.05)
+    raw = RawBot(live_server.channel())
+    assert (await raw.hello("pinged")).WhichOneof("kind") == "welcome"
+    nonces = [(await raw.recv_kind("ping", timeout=5)).ping.nonce for _ in range(3)]
+    assert nonces[0] >= 1 and nonces == sorted(set(nonces)), nonces
+    await raw.send(bs.BotMessage(pong=bs.Pong(nonce=nonces[-1])))
+    # Seated, the bot owes an answer: nothing is written to it, pings included, while it thinks.
+    await raw.challenge("random", rounds=3, time_control=time_control_to_proto(TimeControl(timedelta(seconds=5))))
+    await raw.recv_kind("match_started")
+    turn = (await raw.recv_kind("turn")).turn
+    waiting = asyncio.ensure_future(raw.recv())
+    await asyncio.sleep(0.4)
+    assert not waiting.done(), waiting.result()
+    await raw.answer(turn, 0)
+    kinds = []
+    while "match_ended" not in kinds:
+        msg = await (waiting if not kinds else raw.recv())
+        kinds.append(msg.WhichOneof("kind"))
+        if kinds[-1] == "turn":
+            await raw.answer(msg.turn, 0)
+    assert "ping" not in kinds, kinds
+    # Idle again: the pings resume.
+    assert (await raw.recv_kind("ping", timeout=5)).ping.nonce > nonces[-1]
+    raw.call.cancel()
+    for _ in range(100):  # the stream's end stops the session (and its ping timer)
+        if "pinged" not in live_server.hub.sessions:
+            break
+        await asyncio.sleep(0.05)
+    assert "pinged" not in live_server.hub.sessions
 
 
 async def test_skipping_hello_is_refused(live_server: LiveServer) -> None:

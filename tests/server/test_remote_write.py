@@ -133,6 +133,13 @@ async def test_a_write_that_fails_mid_flight_closes_only_its_session(live_server
         await asyncio.sleep(0.05)
     assert record is not None
     assert record.termination == Termination.DISCONNECT and "the transport broke" in (record.reason or "")
+    # Closed from the writing side, the session stops reading too: its handler ends and the server forgets it,
+    # while the bot still has its stream open.
+    for _ in range(100):
+        if "failing-writer" not in hub.sessions:
+            break
+        await asyncio.sleep(0.05)
+    assert "failing-writer" not in hub.sessions
     results = await other
     assert results[0].termination == Termination.NORMAL and results[0].returns[0] == 300.0
 

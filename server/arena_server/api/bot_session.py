@@ -129,16 +129,24 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 return
             if not await self._welcome(session, first.hello):
                 return
-            pinger = asyncio.ensure_future(self._ping(session))
-            reader = asyncio.ensure_future(self._read_loop(context, session))
-            closed = asyncio.ensure_future(session.closed.wait())
+            loop = asyncio.get_running_loop()
+            reader = loop.create_task(self._read_loop(context, session))
+            # The session can also be closed from the writing side (a bot that stops reading): reading stops then.
+            session.on_close = reader.cancel
+            pinger = _Pinger(session, loop)
             try:
-                # The session can also be closed from the writing side (a bot that stops reading).
-                await asyncio.wait([reader, closed], return_when=asyncio.FIRST_COMPLETED)
+                await reader
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise  # the stream itself is cancelled (the bot hung up, the server stops)
+                # (otherwise the reader was stopped because the session closed)
             finally:
-                for task in (pinger, reader, closed):
-                    task.cancel()
-                await asyncio.gather(pinger, reader, closed, return_exceptions=True)
+                session.on_close = None
+                pinger.stop()
+                if not reader.done():
+                    reader.cancel()
+                    await asyncio.gather(reader, return_exceptions=True)
         finally:
             session.mark_closed(session.close_reason or "the stream ended")
             if hub.sessions.get(session.name) is session:
@@ -307,13 +315,6 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 session.mark_closed(reason)
                 return
 
-    async def _ping(self, session: RemoteSession) -> None:
-        while not session.closed.is_set():
-            await asyncio.sleep(PING_INTERVAL)
-            if session.seat is None:
-                session.ping_nonce += 1
-                await session.send(bs.ServerMessage(ping=bs.Ping(nonce=session.ping_nonce)))
-
     async def _challenge(self, session: RemoteSession, ch: bs.Challenge) -> None:
         hub = self.hub
         challenge_id = f"c-{next(self._challenge_ids)}"
@@ -389,6 +390,33 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if running.task is not None:
                 await asyncio.wait([running.task])
         await status(bs.ChallengeStatus.STATE_DONE)
+
+
+class _Pinger:
+    """Pings a session's bot every :data:`PING_INTERVAL` seconds while it is not seated in a match.
+
+    One event-loop timer per session, re-armed at each ping, rather than a task
+    per session; :meth:`stop` (the session's end) cancels it.
+    """
+
+    __slots__ = ("handle", "loop", "session")
+
+    def __init__(self, session: RemoteSession, loop: asyncio.AbstractEventLoop) -> None:
+        self.session = session
+        self.loop = loop
+        self.handle = loop.call_later(PING_INTERVAL, self._ping)
+
+    def _ping(self) -> None:
+        session = self.session
+        if session.is_closed:
+            return
+        if session.seat is None:
+            session.ping_nonce += 1
+            session.send_nowait(bs.ServerMessage(ping=bs.Ping(nonce=session.ping_nonce)))
+        self.handle = self.loop.call_later(PING_INTERVAL, self._ping)
+
+    def stop(self) -> None:
+        self.handle.cancel()
 
 
 class _PongBudget:

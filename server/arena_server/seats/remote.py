@@ -150,6 +150,8 @@ class RemoteSession:
         """Matches this session played to the end: a late Action for one of them is dropped, not a violation."""
         self._settle_waiters: list[asyncio.Future[None]] = []
         """Waiting in :meth:`wait_settled` (a shutdown); nothing is kept per move when nobody waits."""
+        self.on_close: Callable[[], object] | None = None
+        """Called when the session closes (the stream's handler stops reading then)."""
 
     @property
     def is_settled(self) -> bool:
@@ -376,6 +378,8 @@ class RemoteSession:
 
     async def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """:meth:`drained`, for at most ``timeout`` seconds; True if everything was written."""
+        if not self._outbox:
+            return True  # (the usual case at a session's end: no task, no timer)
         try:
             await asyncio.wait_for(self.drained(), timeout)
         except TimeoutError:
@@ -413,6 +417,8 @@ class RemoteSession:
             self.close_reason = reason
             self.is_closed = True
             self.closed.set()
+            if self.on_close is not None:
+                self.on_close()
             if self._settle_waiters:
                 self._settle()
             if self.seat is not None:
