@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -149,7 +150,8 @@ class _Referee(Asking):
         self.listeners = control.listeners  # the same list: spectators may join mid-match
         self.state = game.new_initial_state()
         control.state = self.state
-        self.rng = chance_rng(record.seed)
+        self.rng: random.Random | None = None
+        """The chance RNG, seeded at the match's first chance node (a game without chance never pays for it)."""
         n = game.num_players
         self.overage = [tc.overage.total_seconds()] * n
         self.pending: list[list[PublicMove]] = [[] for _ in range(n)]
@@ -279,7 +281,10 @@ class _Referee(Asking):
                 if player == TERMINAL:
                     return _Step.ENDED
                 if player == CHANCE:
-                    action = sample_outcome(state.chance_outcomes(), self.rng)
+                    rng = self.rng
+                    if rng is None:
+                        rng = self.rng = chance_rng(self.record.seed)
+                    action = sample_outcome(state.chance_outcomes(), rng)
                     state.apply_action(action)
                     self.record.moves.add(CHANCE, action, 0.0)
                     if game.chance_is_public:

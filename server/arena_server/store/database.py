@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -260,7 +261,9 @@ def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
+@functools.lru_cache(maxsize=256)
 def _tc_json(tc: TimeControl) -> str:
+    """A time control as stored (memoised: nearly every match uses one of a few)."""
     return json.dumps(
         {
             "per_move": tc.per_move.total_seconds(),
