@@ -173,3 +173,50 @@ async def test_a_write_cancelled_before_its_hop_is_not_made_and_close_writes_wha
     await store.close()  # before anyone awaited the queued start: it is written first
     assert queued.done() and dropped.cancelled()
     assert stored_ids(tmp_path / "arena.db") == [int(kept.match_id)]
+
+
+async def test_a_local_transaction_returns_what_its_work_returns_and_rolls_back_all_of_a_failure(
+    tmp_path: Path,
+) -> None:
+    """The registry's and the ratings' read-then-write transactions (one ``Store.local_transaction`` each)."""
+    store = await Store.open(tmp_path / "arena.db")
+    try:
+
+        async def add(name: str, fail: bool) -> Callable[[Any], Any]:
+            async def work(conn: Any) -> int:
+                async with conn.execute("SELECT COUNT(*) FROM bots") as cur:
+                    row = await cur.fetchone()
+                await conn.execute(
+                    "INSERT INTO bots (name, kind, created_at) VALUES (?, 'remote', '2026-11-24T00:00:00+00:00')",
+                    (name,),
+                )
+                if fail:
+                    raise ValueError(f"refused {name}")
+                return int(row[0])
+
+            return work
+
+        before = await store.local_transaction(await add("first", False))
+        assert await store.local_transaction(await add("second", False)) == before + 1
+        with pytest.raises(ValueError, match="refused third"):  # the error as raised, not a ROLLBACK's
+            await store.local_transaction(await add("third", True))
+        async with store.conn.execute("SELECT name FROM bots WHERE name IN ('first', 'second', 'third')") as cur:
+            names = sorted(r[0] for r in await cur.fetchall())
+        assert names == ["first", "second"]
+        assert not store.conn.in_transaction
+        # A COMMIT that fails (here: a deferred foreign key the work broke) is raised as itself, and nothing stays.
+        await store.conn.execute("PRAGMA foreign_keys = ON")
+
+        async def orphan(conn: Any) -> None:
+            await conn.execute("PRAGMA defer_foreign_keys = ON")
+            await conn.execute(
+                "INSERT INTO bot_versions (bot_id, version, created_at) VALUES (999999, 1, '2026-11-24T00:00:00+00:00')"
+            )
+
+        with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+            await store.local_transaction(orphan)
+        assert not store.conn.in_transaction
+        async with store.conn.execute("SELECT COUNT(*) FROM bot_versions WHERE bot_id = 999999") as cur:
+            assert (await cur.fetchone())[0] == 0
+    finally:
+        await store.close()

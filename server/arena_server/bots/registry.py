@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import aiosqlite
+
 from arena_client import SeatInfo, TimeControl
 from arena_games import registered_games
 from arena_server.bots.conformance import check_bot, format_report
@@ -421,36 +423,29 @@ class BotRegistry:
             )
         token = new_token()
         now = datetime.now(UTC).isoformat()
-        conn = self.store.conn
-        async with self.store.write_lock:
-            await conn.execute("BEGIN IMMEDIATE")
-            try:
-                key = name_key(name)
-                async with conn.execute("SELECT name FROM bots") as cur:
-                    for (other,) in await cur.fetchall():
-                        if name_key(other) == key:
-                            same = "is" if other == name else f"looks the same as {other!r}, which is"
-                            raise RegistryError(
-                                "taken", f"the name {name!r} {same} already registered; pick another name"
-                            )
-                cur = await conn.execute(
-                    "INSERT INTO bots (name, kind, games, token_hash, description, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (name, kind, json.dumps(list(games)), hash_token(token), description, now),
+        key = name_key(name)
+
+        async def insert(conn: aiosqlite.Connection) -> None:
+            async with conn.execute("SELECT name FROM bots") as cur:
+                for (other,) in await cur.fetchall():
+                    if name_key(other) == key:
+                        same = "is" if other == name else f"looks the same as {other!r}, which is"
+                        raise RegistryError("taken", f"the name {name!r} {same} already registered; pick another name")
+            cur = await conn.execute(
+                "INSERT INTO bots (name, kind, games, token_hash, description, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (name, kind, json.dumps(list(games)), hash_token(token), description, now),
+            )
+            bot_id = cur.lastrowid
+            await cur.close()
+            if program is not None:
+                command, framing, workdir = program
+                await conn.execute(
+                    "INSERT INTO bot_versions (bot_id, version, command, framing, workdir, created_at, status, "
+                    "games) VALUES (?, 1, ?, ?, ?, ?, 'accepted', ?)",
+                    (bot_id, command, str(framing), workdir, now, json.dumps(list(games))),
                 )
-                bot_id = cur.lastrowid
-                await cur.close()
-                if program is not None:
-                    command, framing, workdir = program
-                    await conn.execute(
-                        "INSERT INTO bot_versions (bot_id, version, command, framing, workdir, created_at, status, "
-                        "games) VALUES (?, 1, ?, ?, ?, ?, 'accepted', ?)",
-                        (bot_id, command, str(framing), workdir, now, json.dumps(list(games))),
-                    )
-                await conn.execute("COMMIT")
-            except BaseException:
-                await conn.execute("ROLLBACK")
-                raise
+
+        await self.store.local_transaction(insert)  # (the look-alike check and the insert: one transaction)
         if program is not None:
             command, framing, workdir = program
             self.programs[name] = RegisteredProgram(name, 1, command, framing, workdir, games)
@@ -573,25 +568,20 @@ class BotRegistry:
             )
 
     async def _reserve_version(self, bot_id: int, command: str, framing: Framing, games: tuple[str, ...]) -> int:
-        conn = self.store.conn
-        async with self.store.write_lock:
-            await conn.execute("BEGIN IMMEDIATE")
-            try:
-                async with conn.execute(
-                    "SELECT COALESCE(MAX(version), 0) + 1 FROM bot_versions WHERE bot_id = ?", (bot_id,)
-                ) as cur:
-                    row = await cur.fetchone()
-                version = int(row[0]) if row else 1
-                await conn.execute(
-                    "INSERT INTO bot_versions (bot_id, version, command, framing, workdir, created_at, status, games) "
-                    "VALUES (?, ?, ?, ?, NULL, ?, 'checking', ?)",
-                    (bot_id, version, command, str(framing), datetime.now(UTC).isoformat(), json.dumps(list(games))),
-                )
-                await conn.execute("COMMIT")
-            except BaseException:
-                await conn.execute("ROLLBACK")
-                raise
-        return version
+        async def reserve(conn: aiosqlite.Connection) -> int:
+            async with conn.execute(
+                "SELECT COALESCE(MAX(version), 0) + 1 FROM bot_versions WHERE bot_id = ?", (bot_id,)
+            ) as cur:
+                row = await cur.fetchone()
+            version = int(row[0]) if row else 1
+            await conn.execute(
+                "INSERT INTO bot_versions (bot_id, version, command, framing, workdir, created_at, status, games) "
+                "VALUES (?, ?, ?, ?, NULL, ?, 'checking', ?)",
+                (bot_id, version, command, str(framing), datetime.now(UTC).isoformat(), json.dumps(list(games))),
+            )
+            return version
+
+        return await self.store.local_transaction(reserve)
 
     async def _set_verdict(
         self, bot_id: int, version: int, status: str, report: str, games: tuple[str, ...], workdir: str

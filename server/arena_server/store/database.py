@@ -489,16 +489,31 @@ class Store:
             )
 
     async def run_in_transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[None]]) -> None:
-        """Run ``work`` in one write transaction (all of it or nothing)."""
+        """Run ``work`` in one write transaction (all of it or nothing).
+
+        A worker's store (:class:`arena_server.store.writer.WorkerStore`) sends
+        what ``work`` writes to the main process instead; ``work`` must then only write.
+        """
+        await self.local_transaction(work)
+
+    async def local_transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[_T]]) -> _T:
+        """Run ``work`` in one write transaction on this process's own connection; what it returns.
+
+        For work that reads inside its transaction (a check before an insert),
+        which only the process holding the database for writing can do. A
+        failure rolls everything back and is raised as it was (a COMMIT that
+        SQLite already rolled back is not masked by the ROLLBACK after it).
+        """
         async with self.write_lock:
             conn = self.conn
             await conn.execute("BEGIN IMMEDIATE")
             try:
-                await work(conn)
+                result = await work(conn)
                 await conn.execute("COMMIT")
             except BaseException:
                 await self._rollback()
                 raise
+        return result
 
     async def _rollback(self) -> None:
         """Undo the open transaction, if SQLite has not already (a failed BEGIN or COMMIT may leave none)."""

@@ -231,21 +231,18 @@ async def refit_pool(store: Any, pool: str) -> rt.Fit | None:
     )
     current = {r[0]: r[1] for r in await _rows(conn, "SELECT bot_name, rating FROM ratings WHERE pool = ?", (pool,))}
     fit = await asyncio.to_thread(rt.fit_rows, list(current), rows, 1e-10, current)
-    async with store.write_lock:
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
-            await conn.executemany(
-                "UPDATE ratings SET rating = ?, ci = ? WHERE pool = ? AND bot_name = ?",
-                [(r, c, pool, n) for n, r, c in zip(fit.names, fit.ratings, fit.ci, strict=True)],
-            )
-            await conn.execute(
-                "UPDATE rating_pools SET dirty = CASE WHEN matches = ? THEN 0 ELSE 1 END, fitted_at = ? WHERE pool = ?",
-                (matches, datetime.now(UTC).isoformat(), pool),
-            )
-            await conn.execute("COMMIT")
-        except BaseException:
-            await conn.execute("ROLLBACK")
-            raise
+
+    async def write(conn: Any) -> None:
+        await conn.executemany(
+            "UPDATE ratings SET rating = ?, ci = ? WHERE pool = ? AND bot_name = ?",
+            [(r, c, pool, n) for n, r, c in zip(fit.names, fit.ratings, fit.ci, strict=True)],
+        )
+        await conn.execute(
+            "UPDATE rating_pools SET dirty = CASE WHEN matches = ? THEN 0 ELSE 1 END, fitted_at = ? WHERE pool = ?",
+            (matches, datetime.now(UTC).isoformat(), pool),
+        )
+
+    await store.local_transaction(write)
     return fit
 
 
@@ -410,36 +407,32 @@ def compare(stored: Snapshot, computed: Snapshot, unfitted: Iterable[str] = ()) 
 
 async def write_snapshot(store: Any, snap: Snapshot) -> None:
     """Replace every derived table with ``snap`` (one transaction)."""
-    conn = store.conn
-    async with store.write_lock:
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
-            for table in ("ratings", "rating_pairs", "rating_pools"):
-                await conn.execute(f"DELETE FROM {table}")
-            have = {r[0] for r in await _rows(conn, "SELECT match_id FROM rated_matches")}
-            await conn.executemany(
-                "INSERT INTO rated_matches (match_id, pool) VALUES (?, ?)",
-                [(mid, pool) for mid, pool in snap.order if mid not in have],
-            )
-            now = datetime.now(UTC).isoformat()
-            await conn.executemany(
-                "INSERT INTO rating_pools (pool, game, method, matches, dirty, fitted_at) VALUES (?, ?, ?, ?, 0, ?)",
-                [(p, g, m, n, now) for p, (g, m, n) in snap.pools.items()],
-            )
-            await conn.executemany(
-                "INSERT INTO ratings (pool, bot_name, rating, ci, mu, sigma, games, wins, draws, losses, score, "
-                "last_active) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(p, b, *v) for (p, b), v in snap.ratings.items()],
-            )
-            await conn.executemany(
-                "INSERT INTO rating_pairs (pool, bot_a, bot_b, games, score_a, wins_a, draws, losses_a) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(p, a, b, *v) for (p, a, b), v in snap.pairs.items()],
-            )
-            await conn.execute("COMMIT")
-        except BaseException:
-            await conn.execute("ROLLBACK")
-            raise
+
+    async def write(conn: Any) -> None:
+        for table in ("ratings", "rating_pairs", "rating_pools"):
+            await conn.execute(f"DELETE FROM {table}")
+        have = {r[0] for r in await _rows(conn, "SELECT match_id FROM rated_matches")}
+        await conn.executemany(
+            "INSERT INTO rated_matches (match_id, pool) VALUES (?, ?)",
+            [(mid, pool) for mid, pool in snap.order if mid not in have],
+        )
+        now = datetime.now(UTC).isoformat()
+        await conn.executemany(
+            "INSERT INTO rating_pools (pool, game, method, matches, dirty, fitted_at) VALUES (?, ?, ?, ?, 0, ?)",
+            [(p, g, m, n, now) for p, (g, m, n) in snap.pools.items()],
+        )
+        await conn.executemany(
+            "INSERT INTO ratings (pool, bot_name, rating, ci, mu, sigma, games, wins, draws, losses, score, "
+            "last_active) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(p, b, *v) for (p, b), v in snap.ratings.items()],
+        )
+        await conn.executemany(
+            "INSERT INTO rating_pairs (pool, bot_a, bot_b, games, score_a, wins_a, draws, losses_a) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(p, a, b, *v) for (p, a, b), v in snap.pairs.items()],
+        )
+
+    await store.local_transaction(write)  # (it reads rated_matches inside the transaction)
 
 
 async def recompute(store: Any, write: bool = True) -> tuple[Snapshot, list[str]]:
