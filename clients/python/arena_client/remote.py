@@ -531,7 +531,14 @@ class Client:
                 if backlog and inbox.ended(turn.match_id):
                     # The match ended (aborted, timed out) while act was thinking: the answer is moot.
                     continue
-                writer.send(action_message(turn.match_id, turn.turn_id, int(action)))
+                answer = action_message(turn.match_id, turn.turn_id, int(action))
+                if writer.idle:
+                    # Awaited, then the next read: with the server in another process (as deployed) a round
+                    # trip is 4-7 us shorter than with the read started while the write is in flight; in one
+                    # process it is longer (docs/performance.md, sixteenth pass).
+                    await call.write(answer)
+                else:
+                    writer.send(answer)  # after what is still being written
             elif kind == "update":
                 bot.on_update(update_from_proto(msg.update))
             elif kind == "match_started":
@@ -582,16 +589,21 @@ class Client:
         log.info("arena_client: match %s ended: %s (%s)", result.match_id, result.returns, result.reason)
 
 
-class _Writer:
-    """The writes of one Play stream, in order, none of them awaited by the session.
+_FINISHED = object()
 
-    A write starts at once when the stream is idle (its first step hands the
-    message to gRPC core) and is finished from the completion callback of the
-    future it yields, so sending an Action costs the session no wake-up of its
-    own: it goes straight on to read the next Turn. Messages sent while a
-    write is in flight wait their turn. A failed write is kept in
-    :attr:`error` (raised by :meth:`drain` and noticed by the session after its
-    next read); the stream is broken then, and the read says so as well.
+
+class _Writer:
+    """The writes of one Play stream that the session does not await, in order.
+
+    Pongs, resignations and a challenge's repeat go through it, and so does an
+    Action when something is still being written (otherwise the session awaits
+    the Action's write itself, see :meth:`Client._answer`). A write starts at
+    once when the stream is idle (its first step hands the message to gRPC
+    core) and is finished from the completion callback of the future it
+    yields. Messages sent while a write is in flight wait their turn. A failed
+    write is kept in :attr:`error` (raised by :meth:`drain` and noticed by the
+    session after its next read); the stream is broken then, and the read says
+    so as well.
     """
 
     def __init__(self, call: Any) -> None:
@@ -602,12 +614,17 @@ class _Writer:
         self._waiters: list[asyncio.Future[None]] = []
         self.error: BaseException | None = None
 
+    @property
+    def idle(self) -> bool:
+        """Nothing is being written or waits to be: the session may write to the stream itself."""
+        return self._in_flight is None and not self._queue and self.error is None
+
     def send(self, msg: bs.BotMessage | bytes) -> None:
         """Write ``msg`` after everything sent before it; never waits."""
         if self.error is not None:
             return  # the stream is broken; the session hears it from its next read or drain
         if self._in_flight is None and not self._queue:
-            self._step(self._call.write(msg))
+            self._step(self._call.write(msg).__await__())
         else:
             self._queue.append(msg)
 
@@ -620,20 +637,24 @@ class _Writer:
         if self.error is not None:
             raise self.error
 
-    def _step(self, coro: Any, value: Any = None) -> None:
+    def _step(self, coro: Any) -> None:
+        """Step the write ``coro`` (a write's ``__await__()``) until it waits; then the next queued one.
+
+        ``next(coro, _FINISHED)``: a write that completes ends without a StopIteration to raise and catch.
+        """
         while True:
             try:
-                waiter = coro.send(value)
-            except StopIteration:
-                if not self._queue or self.error is not None:
-                    self._done()
-                    return
-                coro, value = self._call.write(self._queue.popleft()), None
-                continue
+                waiter: Any = next(coro, _FINISHED)
             except BaseException as exc:  # kept for the session, which raises it
                 self.error = exc
                 self._done()
                 return
+            if waiter is _FINISHED:
+                if not self._queue or self.error is not None:
+                    self._done()
+                    return
+                coro = self._call.write(self._queue.popleft()).__await__()
+                continue
             self._in_flight = coro
             if waiter is None:  # a bare yield: step again on the next loop iteration
                 asyncio.get_running_loop().call_soon(self._resume, None)
