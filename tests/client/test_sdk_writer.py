@@ -1,9 +1,10 @@
 """The SDK's stream writer: sends are never awaited, yet written whole, once and in order.
 
-An SDK session does not wait for each write (``arena_client.remote._Writer``
+An SDK session does not wait for the writes it hands to its writer (pongs,
+resignations, an Action queued behind another write: ``arena_client.remote._Writer``
 starts a write at once and finishes it from gRPC's completion callback), so
 these tests check on a real grpc.aio stream, with a real echo server on port
-0, what awaiting used to guarantee: many sends in a row (most of them queued
+0, what awaiting would guarantee: many sends in a row (most of them queued
 behind a write in flight) arrive in order and complete before ``drain``
 returns, bytes and messages mix, and a stream that is gone makes ``drain``
 raise rather than losing the sends silently.
@@ -78,3 +79,25 @@ async def test_a_stream_that_is_gone_makes_drain_raise(echo_target: str) -> None
         writer.send(action_message("m", 99, 1))  # after a failure: dropped, and still no hang
         with pytest.raises(asyncio.InvalidStateError):
             await asyncio.wait_for(writer.drain(), 1)
+
+
+async def test_the_writer_is_idle_only_with_nothing_in_flight_queued_or_failed(echo_target: str) -> None:
+    """The session awaits an Action's write itself only while the writer is idle (so writes never overlap)."""
+    async with grpc.aio.insecure_channel(echo_target) as channel:
+        call = channel.stream_stream("/test.Echo/Ping", request_serializer=serialize)()
+        writer = _Writer(call)
+        assert writer.idle
+        writer.send(action_message("m", 1, 2))
+        writer.send(action_message("m", 2, 2))
+        assert not writer.idle  # one in flight, one queued
+        await asyncio.wait_for(writer.drain(), 10)
+        assert writer.idle
+        await call.write(action_message("m", 3, 2))  # what the session then does
+        assert [await asyncio.wait_for(call.read(), 10) for _ in range(3)] == [
+            action_message("m", t, 2) for t in (1, 2, 3)
+        ]
+        call.cancel()
+        writer.send(action_message("m", 4, 0))
+        with pytest.raises(asyncio.InvalidStateError):
+            await asyncio.wait_for(writer.drain(), 10)
+        assert not writer.idle  # a failed stream: the session reads next, and the read ends the session

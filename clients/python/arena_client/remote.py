@@ -536,7 +536,10 @@ class Client:
                     # Awaited, then the next read: with the server in another process (as deployed) a round
                     # trip is 4-7 us shorter than with the read started while the write is in flight; in one
                     # process it is longer (docs/performance.md, sixteenth pass).
-                    await call.write(answer)
+                    try:
+                        await call.write(answer)
+                    except Exception as exc:  # the stream broke: kept, as a failed write of the writer's is
+                        writer.error = exc  # (the next read ends the session, with the stream's own reason)
                 else:
                     writer.send(answer)  # after what is still being written
             elif kind == "update":
