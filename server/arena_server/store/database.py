@@ -469,16 +469,12 @@ class Store:
         if extra is None:
             await self._writes.run(lambda db: db.execute(sql, params))
             return
-        async with self.write_lock:
-            conn = self.conn
-            await conn.execute("BEGIN IMMEDIATE")
-            try:
-                await conn.execute(sql, params)
-                await extra(conn)
-                await conn.execute("COMMIT")
-            except BaseException:
-                await self._rollback()
-                raise
+
+        async def end_with_extra(conn: aiosqlite.Connection) -> None:
+            await conn.execute(sql, params)
+            await extra(conn)
+
+        await self.local_transaction(end_with_extra)
 
     async def reveal_seed(self, seed: str) -> None:
         """Write a sealed seed into the ended matches that played it (the end of a duplicate set)."""
