@@ -9,11 +9,13 @@ build (``make native``), which ``make test`` does first. ``.ci/run`` sets
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,110 @@ def test_the_move_path_tests_pass_as_pure_python() -> None:
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert " passed" in out.stdout.splitlines()[-1]
+
+
+def _walk_here(nodes: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node under ``nodes``, not entering nested functions, lambdas or classes (they run elsewhere)."""
+    stack: list[ast.AST] = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _suspends(node: ast.AST) -> bool:
+    return isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith))
+
+
+def mypyc_exception_hazards(source: str, filename: str) -> list[str]:
+    """The two exception-handling shapes that mypyc compiled wrongly here, as ``file:line: what`` lines.
+
+    With the mypyc this project builds with (checked with mypy 2.4.1), when the
+    exception came out of an awaited future (``Future.set_exception``, as an
+    engine error reaches the referee's task from a seat's callback):
+
+    * a bare ``raise`` in an ``except`` block after an ``await`` in it re-raised
+      a freed exception: a segfault, or an "invalid exception object" in a
+      later callback;
+    * an ``await`` that suspends in a ``finally`` block dropped the exception in
+      flight: the coroutine returned None.
+
+    Raising the caught exception by name (``raise exc``), or doing the awaits
+    after the ``try`` and raising the kept exception then, behaves as in Python.
+    """
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if not isinstance(node, (ast.Try, ast.TryStar)):
+            continue
+        for stmt in _walk_here(node.finalbody):
+            if _suspends(stmt):
+                found.append((stmt.lineno, f"an await in the finally block of the try at line {node.lineno}"))
+        for handler in node.handlers:
+            inside = list(_walk_here(handler.body))
+            if any(_suspends(n) for n in inside):
+                for bare in (n for n in inside if isinstance(n, ast.Raise) and n.exc is None):
+                    found.append((bare.lineno, "a bare raise in an except block that awaits"))
+    return [f"{filename}:{line}: {what}" for line, what in sorted(found)]
+
+
+def test_the_compiled_modules_avoid_the_exception_shapes_mypyc_gets_wrong() -> None:
+    found = []
+    for module in _native.MODULES:
+        path = _native.source_path(module)
+        assert path is not None, module
+        found += mypyc_exception_hazards(path.read_text(), str(path.relative_to(ROOT)))
+    assert not found, "\n".join(found)
+
+
+def test_the_exception_shapes_check_finds_both_shapes() -> None:
+    hazards = mypyc_exception_hazards(
+        "async def f():\n"
+        "    try:\n"
+        "        await g()\n"
+        "    except Exception:\n"
+        "        await h()\n"
+        "        raise\n"
+        "    finally:\n"
+        "        await h()\n"
+        "async def fine():\n"
+        "    try:\n"
+        "        await g()\n"
+        "    except Exception as exc:\n"
+        "        await h()\n"
+        "        raise exc\n"
+        "    finally:\n"
+        "        async def later():\n"
+        "            await h()\n"
+        "        close()\n",
+        "x.py",
+    )
+    assert hazards == [
+        "x.py:6: a bare raise in an except block that awaits",
+        "x.py:8: an await in the finally block of the try at line 2",
+    ]
+
+
+@needs_build
+def test_an_engine_error_in_a_remote_match_does_not_crash_a_fresh_server_process() -> None:
+    """The referee's task re-raises an engine error that reached it from a remote seat's callback.
+
+    Run alone, in a fresh interpreter with the compiled move path, this test
+    crashed the process (a segfault) before the referee stopped re-raising with a
+    bare ``raise`` after an ``await`` (see :func:`mypyc_exception_hazards`); in the
+    whole suite it passed or failed by chance.
+    """
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+            "tests/server/test_referee_inline.py::test_an_engine_error_in_an_inline_move_aborts_the_match_and_spares_the_session",
+        ],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != _native.PURE_ENV},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "1 passed" in out.stdout.splitlines()[-1]

@@ -215,7 +215,15 @@ class _Referee(Asking):
         waits while the match goes on in the seats' callbacks, move after move,
         and wakes only for what needs it: the end of the match, a failure, an
         abort, a yield to the rest of the server.
+
+        An engine bug ends the match as aborted and is then raised again. The
+        match is ended after the ``except`` block, not inside it: compiled with
+        mypyc, a bare ``raise`` after an ``await`` in an ``except`` block re-raised
+        a freed exception (a segfault) when the exception came from an awaited
+        future, as an engine bug in a seat's callback does through
+        :meth:`_wait_inline` (see ``tests/test_native.py``).
         """
+        failure: Exception | None = None
         try:
             step = self._advance()
             while True:
@@ -234,11 +242,13 @@ class _Referee(Asking):
                     await self._finish(Termination.ABORTED, None, self.control.reason or "the match was aborted")
                     return
         except Exception as exc:  # an engine bug must not leave seats hanging
-            self._cancel_outstanding()
-            await self._finish(Termination.ABORTED, None, f"internal error in the referee: {exc!r}")
-            raise
+            failure = exc
         finally:
             self.callbacks = []  # (the referee is then freed as soon as the match is, without the cycle collector)
+        assert failure is not None  # (every other way out of the loop returns)
+        self._cancel_outstanding()
+        await self._finish(Termination.ABORTED, None, f"internal error in the referee: {failure!r}")
+        raise failure
 
     def _advance(self, actions: list[int] | None = None) -> _Step:
         """Apply ``actions`` (the judged answers of the decision asked), then play on.
