@@ -101,59 +101,78 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         self._challenge_ids = itertools.count(1)
 
     async def Play(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
+        """One bot's stream: :meth:`_serve` it, then close the session, however it ended.
+
+        The clean-up awaits after the ``try`` rather than in a ``finally``: compiled
+        with mypyc, an ``await`` that suspends in a ``finally`` block dropped the
+        exception in flight when it came from an awaited future (see
+        ``tests/test_native.py``).
+        """
         hub = self.hub
         session = RemoteSession(context.write, context.peer())
+        failure: BaseException | None = None
         try:
-            try:
-                async with asyncio.timeout(HELLO_TIMEOUT):
-                    first = await self._read(context, session)
-            except TimeoutError:
-                reason = f"sent no Hello within {HELLO_TIMEOUT:g}s of opening the stream"
-                await session.error(
-                    bs.ERROR_CODE_NO_HELLO,
-                    f"{reason}; send BotMessage{{hello: {{protocol_version: 'arena.v1', name: ...}}}} "
-                    "as soon as the stream is open",
-                    fatal=True,
-                )
-                session.mark_closed(reason)
-                return
-            if first is None:
-                return
-            if first.WhichOneof("kind") != "hello":
-                await session.error(
-                    bs.ERROR_CODE_NO_HELLO,
-                    f"the first message must be hello, got {first.WhichOneof('kind') or 'an empty message'}; "
-                    "send BotMessage{hello: {protocol_version: 'arena.v1', name: ...}} first",
-                    fatal=True,
-                )
-                return
-            if not await self._welcome(session, first.hello):
-                return
-            loop = asyncio.get_running_loop()
-            reader = loop.create_task(self._read_loop(context, session))
-            # The session can also be closed from the writing side (a bot that stops reading): reading stops then.
-            session.on_close = reader.cancel
-            pinger = _Pinger(session, loop)
-            try:
-                await reader
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is None or task.cancelling():
-                    raise  # the stream itself is cancelled (the bot hung up, the server stops)
-                # (otherwise the reader was stopped because the session closed)
-            finally:
-                session.on_close = None
-                pinger.stop()
-                if not reader.done():
-                    reader.cancel()
-                    await asyncio.gather(reader, return_exceptions=True)
-        finally:
-            session.mark_closed(session.close_reason or "the stream ended")
-            if hub.sessions.get(session.name) is session:
-                del hub.sessions[session.name]
-                hub.session_keys.pop(session.name, None)
-            await session.flush()  # a last fatal Error, if any, within a short deadline
-            await session.stop_writing()
+            await self._serve(context, session)
+        except BaseException as exc:  # (raised again below, once the session is closed)
+            failure = exc
+        session.mark_closed(session.close_reason or "the stream ended")
+        if hub.sessions.get(session.name) is session:
+            del hub.sessions[session.name]
+            hub.session_keys.pop(session.name, None)
+        await session.flush()  # a last fatal Error, if any, within a short deadline
+        await session.stop_writing()
+        if failure is not None:
+            raise failure
+
+    async def _serve(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> None:
+        """The Hello, then the session's messages until the stream ends (the session is closed by :meth:`Play`)."""
+        try:
+            async with asyncio.timeout(HELLO_TIMEOUT):
+                first = await self._read(context, session)
+        except TimeoutError:
+            reason = f"sent no Hello within {HELLO_TIMEOUT:g}s of opening the stream"
+            await session.error(
+                bs.ERROR_CODE_NO_HELLO,
+                f"{reason}; send BotMessage{{hello: {{protocol_version: 'arena.v1', name: ...}}}} "
+                "as soon as the stream is open",
+                fatal=True,
+            )
+            session.mark_closed(reason)
+            return
+        if first is None:
+            return
+        if first.WhichOneof("kind") != "hello":
+            await session.error(
+                bs.ERROR_CODE_NO_HELLO,
+                f"the first message must be hello, got {first.WhichOneof('kind') or 'an empty message'}; "
+                "send BotMessage{hello: {protocol_version: 'arena.v1', name: ...}} first",
+                fatal=True,
+            )
+            return
+        if not await self._welcome(session, first.hello):
+            return
+        loop = asyncio.get_running_loop()
+        reader = loop.create_task(self._read_loop(context, session))
+        # The session can also be closed from the writing side (a bot that stops reading): reading stops then.
+        session.on_close = reader.cancel
+        pinger = _Pinger(session, loop)
+        failure: BaseException | None = None
+        try:
+            await reader
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                failure = exc  # the stream itself is cancelled (the bot hung up, the server stops)
+            # (otherwise the reader was stopped because the session closed)
+        except BaseException as exc:  # (raised again below, once the reader has stopped)
+            failure = exc
+        session.on_close = None
+        pinger.stop()
+        if not reader.done():
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+        if failure is not None:
+            raise failure
 
     async def _welcome(self, session: RemoteSession, hello: bs.Hello) -> bool:
         hub = self.hub

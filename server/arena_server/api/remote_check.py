@@ -225,59 +225,83 @@ async def check_remote_bot(
     report = CheckReport(target)
     add = finding_adder(report, progress)
     await server.start()
+    failure: BaseException | None = None
     try:
-        if on_listening is not None:
-            on_listening(f"{host}:{bound}")
-        try:
-            peer = await asyncio.wait_for(asyncio.shield(servicer.arrived), wait)
-        except TimeoutError:
-            add(
-                Finding(
-                    "start-up",
-                    False,
-                    f"no bot connected to {host}:{bound} within {wait:g}s; start your bot with {host}:{bound} as "
-                    f'its server address (SDK: run(bot, "{host}:{bound}")) while check-bot waits, '
-                    "or wait longer with --wait SECONDS",
-                )
-            )
-            return report
-        report.target = f"remote bot from {peer}"
-        try:
-            welcomed = await asyncio.wait_for(asyncio.shield(servicer.welcomed), startup_timeout)
-        except TimeoutError:
-            c = servicer.conversation
-            add(
-                Finding(
-                    "start-up",
-                    False,
-                    f"sent no Hello within {startup_timeout:g}s of connecting; the first message must be a Hello",
-                    render_message(c.last_sent),
-                    render_message(c.last_received),
-                    expected_answer(_NoHello(), None),
-                )
-            )
-            return report
-        if isinstance(welcomed, Finding):
-            add(welcomed)
-            return report
-        report.hello = welcomed.hello
-        report.target = f"remote bot {welcomed.session.name!r} from {peer}"
-        add(hello_finding(welcomed.hello))
-        await run_scenarios(welcomed, welcomed.hello, games, clock, seed, add)
-        return report
-    finally:
-        welcomed_bot = servicer.welcomed.result() if servicer.welcomed.done() else None
-        if isinstance(welcomed_bot, _RemoteBot):
-            # Tell the bot the check is over, so that an SDK bot stops instead of reconnecting to nobody.
-            with contextlib.suppress(Exception):
-                await welcomed_bot.session.error(
-                    bs.ERROR_CODE_UNSPECIFIED,
-                    "arena check-bot has finished its check and is stopping; see its report",
-                    fatal=True,
-                )
-        await hub.shutdown("the check is over")
+        await _converse(servicer, report, add, host, bound, games, clock, seed, wait, startup_timeout, on_listening)
+    except BaseException as exc:  # (raised again below, once the server is stopped)
+        failure = exc
+    # The clean-up runs after the try, not in a finally: compiled with mypyc, an await that suspends in a
+    # finally block dropped the exception in flight when it came from an awaited future
+    # (see tests/test_native.py).
+    welcomed_bot = servicer.welcomed.result() if servicer.welcomed.done() else None
+    if isinstance(welcomed_bot, _RemoteBot):
+        # Tell the bot the check is over, so that an SDK bot stops instead of reconnecting to nobody.
         with contextlib.suppress(Exception):
-            await server.stop(grace=0.5)
+            await welcomed_bot.session.error(
+                bs.ERROR_CODE_UNSPECIFIED,
+                "arena check-bot has finished its check and is stopping; see its report",
+                fatal=True,
+            )
+    await hub.shutdown("the check is over")
+    with contextlib.suppress(Exception):
+        await server.stop(grace=0.5)
+    if failure is not None:
+        raise failure
+    return report
+
+
+async def _converse(
+    servicer: _CheckServicer,
+    report: CheckReport,
+    add: Callable[[Finding], None],
+    host: str,
+    bound: int,
+    games: Sequence[str],
+    clock: TimeControl,
+    seed: str,
+    wait: float,
+    startup_timeout: float,
+    on_listening: Callable[[str], None] | None,
+) -> None:
+    """Wait for the bot, its Hello, then run the scenarios, adding to ``report``."""
+    if on_listening is not None:
+        on_listening(f"{host}:{bound}")
+    try:
+        peer = await asyncio.wait_for(asyncio.shield(servicer.arrived), wait)
+    except TimeoutError:
+        add(
+            Finding(
+                "start-up",
+                False,
+                f"no bot connected to {host}:{bound} within {wait:g}s; start your bot with {host}:{bound} as "
+                f'its server address (SDK: run(bot, "{host}:{bound}")) while check-bot waits, '
+                "or wait longer with --wait SECONDS",
+            )
+        )
+        return
+    report.target = f"remote bot from {peer}"
+    try:
+        welcomed = await asyncio.wait_for(asyncio.shield(servicer.welcomed), startup_timeout)
+    except TimeoutError:
+        c = servicer.conversation
+        add(
+            Finding(
+                "start-up",
+                False,
+                f"sent no Hello within {startup_timeout:g}s of connecting; the first message must be a Hello",
+                render_message(c.last_sent),
+                render_message(c.last_received),
+                expected_answer(_NoHello(), None),
+            )
+        )
+        return
+    if isinstance(welcomed, Finding):
+        add(welcomed)
+        return
+    report.hello = welcomed.hello
+    report.target = f"remote bot {welcomed.session.name!r} from {peer}"
+    add(hello_finding(welcomed.hello))
+    await run_scenarios(welcomed, welcomed.hello, games, clock, seed, add)
 
 
 class _NoHello:
