@@ -19,8 +19,8 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import duration
 from arena_server.api.authority import MAX_MATCHES_PER_CALLER
-from arena_server.bots.registry import name_key
 from arena_server.cli import main
+from arena_server.store.names import name_key
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import re
@@ -52,6 +51,7 @@ from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store, hash_token
+from arena_server.store.names import name_key
 
 MAX_VERSIONS_PER_BOT = 50
 """Versions (accepted or rejected) one bot may have: one token holder's quota of submissions."""
@@ -174,37 +174,7 @@ def default_data_dir(db_path: str) -> Path:
 MAX_NAME_CHARS = 40
 """The longest bot name, in characters (registered and connecting names alike)."""
 
-# Look-alikes folded onto the Latin letter they imitate, applied after NFKC and case folding: the
-# Cyrillic and Greek letters that pass for Latin ones in upper or lower case (Cyrillic "а" for "a",
-# Greek "Ο"/"ο" for "o", ...). A small skeleton in the spirit of Unicode TR 39, enough that
-# "rаndom" (Cyrillic a) or "RΑNDOM" (Greek Alpha) collides with "random".
-_CONFUSABLES = str.maketrans(
-    {
-        # Cyrillic
-        "а": "a", "в": "b", "е": "e", "ё": "e", "һ": "h", "н": "h", "і": "i", "ї": "i",
-        "ј": "j", "к": "k", "ӏ": "l", "м": "m", "о": "o", "р": "p", "ԛ": "q", "с": "c", "ѕ": "s",
-        "т": "t", "у": "y", "ԝ": "w", "х": "x", "ԁ": "d", "ь": "b", "п": "n", "з": "3",
-        # Greek (after case folding)
-        "α": "a", "β": "b", "ε": "e", "η": "h", "ι": "i", "κ": "k", "μ": "m", "ν": "v", "ο": "o",
-        "ρ": "p", "τ": "t", "υ": "y", "χ": "x", "ζ": "z", "ϲ": "c", "ϳ": "j",
-        # Latin look-alikes that NFKC keeps apart
-        "ı": "i", "ȷ": "j", "ɡ": "g", "ɑ": "a", "ℓ": "l",
-    }
-)  # fmt: skip
 _NAME_PUNCTUATION = frozenset("-_.")
-
-
-@functools.lru_cache(maxsize=8192)
-def name_key(name: str) -> str:
-    """The form under which two bot names count as the same name.
-
-    NFKC (fullwidth and other compatibility forms become plain letters), then
-    case folding, then Cyrillic/Greek look-alikes mapped to the Latin letters
-    they imitate. ``name_key("Rаndom")`` (Cyrillic a) equals ``name_key("random")``.
-    Memoised: every Hello compares its name with every connected bot's.
-    """
-    folded = unicodedata.normalize("NFKC", name).casefold()
-    return unicodedata.normalize("NFKC", folded.translate(_CONFUSABLES))
 
 
 def reserved_names(names: Iterable[str]) -> Callable[[str], bool]:
@@ -365,10 +335,17 @@ class BotRegistry:
         def find(db: sqlite3.Connection) -> tuple[str | None, str | None]:
             like: str | None = None
             token: str | None = None
-            for other, token_hash in db.execute("SELECT name, token_hash FROM bots"):
+            # Indexed (bots.name, bots.name_key): no read of the whole table per Hello. A row without a
+            # key (inserted by hand since the database was opened) is keyed here.
+            rows = db.execute(
+                "SELECT name, token_hash, name_key FROM bots WHERE name = ? OR name_key = ? OR name_key IS NULL "
+                "ORDER BY id",
+                (name, key),
+            )
+            for other, token_hash, other_key in rows:
                 if other == name:
                     token = token_hash
-                if like is None and name_key(other) == key:
+                if like is None and (other_key or name_key(other)) == key:
                     like = str(other)
             return like, token
 
@@ -426,14 +403,16 @@ class BotRegistry:
         key = name_key(name)
 
         async def insert(conn: aiosqlite.Connection) -> None:
-            async with conn.execute("SELECT name FROM bots") as cur:
-                for (other,) in await cur.fetchall():
-                    if name_key(other) == key:
+            query = "SELECT name, name_key FROM bots WHERE name_key = ? OR name_key IS NULL ORDER BY id"
+            async with conn.execute(query, (key,)) as cur:
+                for other, other_key in await cur.fetchall():
+                    if (other_key or name_key(other)) == key:
                         same = "is" if other == name else f"looks the same as {other!r}, which is"
                         raise RegistryError("taken", f"the name {name!r} {same} already registered; pick another name")
             cur = await conn.execute(
-                "INSERT INTO bots (name, kind, games, token_hash, description, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (name, kind, json.dumps(list(games)), hash_token(token), description, now),
+                "INSERT INTO bots (name, kind, games, token_hash, description, created_at, name_key) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (name, kind, json.dumps(list(games)), hash_token(token), description, now, key),
             )
             bot_id = cur.lastrowid
             await cur.close()

@@ -35,7 +35,7 @@ from arena_bots import HostedBot
 from arena_client import PublicMove, SeatInfo, TimeControl
 from arena_games import CHANCE, Game, GameError, State, load_game
 from arena_server.bots.failures import chain_hooks, seat_outcomes
-from arena_server.bots.registry import BotRegistry, default_data_dir, name_key, reserved_names
+from arena_server.bots.registry import BotRegistry, default_data_dir, reserved_names
 from arena_server.matches.terminal import RepeatedLines
 from arena_server.referee.loop import play_match
 from arena_server.referee.records import COMMIT_FAILED, MatchControl, MatchRecord, void_record
@@ -45,6 +45,7 @@ from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.remote import RemoteSeat, RemoteSession
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store, StoreError
+from arena_server.store.names import name_key
 from arena_server.store.ratings import rating_change
 
 MAX_SPECTATOR_BACKLOG = 100_000

@@ -42,6 +42,7 @@ import aiosqlite
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
 from arena_server.referee.records import MatchRecord, MoveLog
+from arena_server.store.names import name_key
 
 _T = TypeVar("_T")
 
@@ -206,6 +207,13 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE tournaments ADD COLUMN salt TEXT NOT NULL DEFAULT '';
     """,
+    # 6: a bot's name key (store/names.py) kept and indexed, so that a Hello, a guest's match and a
+    # registration find a look-alike name without reading every bot. Store.open fills the keys of
+    # the rows that have none (every row, the first time).
+    """
+    ALTER TABLE bots ADD COLUMN name_key TEXT;
+    CREATE INDEX bots_by_name_key ON bots (name_key);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -362,6 +370,7 @@ class Store:
             )
             self.recovered_aborted = cur.rowcount
             await cur.close()
+            await self._key_names()
         except sqlite3.OperationalError as exc:
             if "readonly" in str(exc) or "read-only" in str(exc):
                 raise StoreError(
@@ -372,6 +381,16 @@ class Store:
             raise StoreError(
                 f"{self.path} is not a usable Arena database ({exc}); move it aside or pass --db to use another file"
             ) from exc
+
+    async def _key_names(self) -> None:
+        """Fill ``bots.name_key`` where it is empty: after migration 6, or after a change to :func:`name_key`."""
+
+        async def key(conn: aiosqlite.Connection) -> None:
+            async with conn.execute("SELECT id, name FROM bots WHERE name_key IS NULL") as cur:
+                rows = await cur.fetchall()
+            await conn.executemany("UPDATE bots SET name_key = ? WHERE id = ?", [(name_key(n), i) for i, n in rows])
+
+        await self.local_transaction(key)
 
     async def close(self) -> None:
         """Write what is still queued (a match's start or end), then close the connection."""
