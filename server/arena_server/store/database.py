@@ -390,6 +390,9 @@ class Store:
                 rows = await cur.fetchall()
             await conn.executemany("UPDATE bots SET name_key = ? WHERE id = ?", [(name_key(n), i) for i, n in rows])
 
+        async with self.conn.execute("SELECT 1 FROM bots WHERE name_key IS NULL LIMIT 1") as cur:
+            if await cur.fetchone() is None:
+                return  # (nothing to key: no write, so a database already keyed is left untouched)
         await self.local_transaction(key)
 
     async def close(self) -> None:
