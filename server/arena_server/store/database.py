@@ -385,14 +385,14 @@ class Store:
     async def _key_names(self) -> None:
         """Fill ``bots.name_key`` where it is empty: after migration 6, or after a change to :func:`name_key`."""
 
-        async def key(conn: aiosqlite.Connection) -> None:
-            async with conn.execute("SELECT id, name FROM bots WHERE name_key IS NULL") as cur:
-                rows = await cur.fetchall()
-            await conn.executemany("UPDATE bots SET name_key = ? WHERE id = ?", [(name_key(n), i) for i, n in rows])
+        async with self.conn.execute("SELECT id, name FROM bots WHERE name_key IS NULL") as cur:
+            keys = [(name_key(name), bot_id) for bot_id, name in await cur.fetchall()]
+        if not keys:
+            return  # (nothing to key: no write, so a database already keyed is left untouched)
 
-        async with self.conn.execute("SELECT 1 FROM bots WHERE name_key IS NULL LIMIT 1") as cur:
-            if await cur.fetchone() is None:
-                return  # (nothing to key: no write, so a database already keyed is left untouched)
+        async def key(conn: aiosqlite.Connection) -> None:  # (a row keyed meanwhile gets the same key again)
+            await conn.executemany("UPDATE bots SET name_key = ? WHERE id = ?", keys)
+
         await self.local_transaction(key)
 
     async def close(self) -> None:
