@@ -626,7 +626,7 @@ class _Writer:
         """Write ``msg`` after everything sent before it; never waits."""
         if self.error is not None:
             return  # the stream is broken; the session hears it from its next read or drain
-        if self._in_flight is None and not self._queue:
+        if self.idle:
             self._step(self._call.write(msg).__await__())
         else:
             self._queue.append(msg)
