@@ -47,6 +47,7 @@ MODULES = (
     "arena_server.referee.state",
     "arena_server.seats.in_process",
     "arena_server.seats.remote",
+    "arena_server.seats.turn_ids",
     "arena_server.seats.turn_wire",
 )
 """The compiled modules (a subclass of a compiled class must be compiled too: see docs/development.md)."""

@@ -48,6 +48,7 @@ from arena_client.convert import match_info_to_proto, result_to_proto, update_to
 from arena_server.referee.clock import Deadline, LoopLag
 from arena_server.referee.records import Answer
 from arena_server.referee.seat import Seat
+from arena_server.seats.turn_ids import TurnIds
 from arena_server.seats.turn_wire import server_message_turn
 
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -477,7 +478,8 @@ class RemoteSeat(Seat):
         self.last_turn_args: tuple[Turn, Sequence[PublicMove]] | None = None
         """The last Turn asked and its moves (a failure report shows the Turn the bot got)."""
         self._turn_id = 0
-        self._issued: set[int] = set()
+        self._issued = TurnIds()
+        """The turn ids this seat was given in the match (an answer to one of them that is not awaited is late)."""
         self._expected = 0
         self._on_answer: Callable[[Answer], None] | None = None
         """Whoever waits for the outstanding turn's answer (None: no turn is outstanding)."""

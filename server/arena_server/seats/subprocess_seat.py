@@ -47,6 +47,7 @@ from arena_server.seats.process import (
     CappedLog,
     describe_exit,
 )
+from arena_server.seats.turn_ids import TurnIds
 from arena_server.seats.turn_wire import server_message_turn
 
 PROTOCOL_VERSION = "arena.v1"
@@ -95,7 +96,7 @@ class SubprocessSeat(Seat):
         self._match_id: str | None = None
         self._past_matches: set[str] = set()
         self._latest_turn = 0
-        self._answered: set[int] = set()
+        self._answered = TurnIds()
         self._last_received: str | int = "nothing"
         """What the bot sent last, for reports: a description, or the turn id of its last Action
         (formatted only when a report needs it, not on every move)."""
@@ -172,7 +173,7 @@ class SubprocessSeat(Seat):
             return Answer(None, 0.0, Termination.PROTOCOL_ERROR, reason)
         self._match_id = match.match_id
         self._latest_turn = 0
-        self._answered = set()
+        self._answered = TurnIds()
         self.log.note(f"match {match.match_id} ({match.game}) starts, seat {match.seat}")
         self._send(bs.ServerMessage(match_started=match_info_to_proto(match)))
         return None
