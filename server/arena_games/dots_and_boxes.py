@@ -331,4 +331,4 @@ class DotsAndBoxesState(State):
         self._owners = list(other._owners)
         self._scores = list(other._scores)
         self._to_move = other._to_move
-        self.history = list(other.history)
+        self.history = other.history.copy()

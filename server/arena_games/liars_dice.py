@@ -548,4 +548,4 @@ class LiarsDiceState(State):
         self._roll_seat = other._roll_seat
         self._to_move = other._to_move
         self._returns = other._returns
-        self.history = list(other.history)
+        self.history = other.history.copy()

@@ -259,4 +259,4 @@ class RpsState(State):
         self._round = other._round
         self._wins = list(other._wins)
         self._last = other._last
-        self.history = list(other.history)
+        self.history = other.history.copy()

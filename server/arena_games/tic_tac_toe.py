@@ -255,4 +255,4 @@ class TicTacToeState(State):
         self._empty = list(other._empty)
         self._to_move = other._to_move
         self._winner = other._winner
-        self.history = list(other.history)
+        self.history = other.history.copy()
