@@ -331,7 +331,7 @@ class History:
         if type(other) is History:
             return self._actions == other._actions and self._players == other._players
         if isinstance(other, list | tuple):
-            return len(other) == len(self) and list(self) == [tuple(pair) for pair in other]
+            return len(other) == len(self) and list(self) == list(other)  # (pairs as tuples, as the list held them)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # (mutable, as the list it replaces)

@@ -23,6 +23,7 @@ def test_it_reads_like_the_list_of_pairs() -> None:
     assert history[1:3] == [(1, 2), (CHANCE, 5)] and history[:0] == []
     assert history == pairs and history == tuple(pairs) and pairs == history
     assert history != pairs[:3] and history != [(0, 4), (1, 2), (CHANCE, 5), (0, 1)] and history != "x"
+    assert history != [1, 2, 3, 4] and history != [list(pair) for pair in pairs]  # (the list of tuples did the same)
     assert history == History(pairs) and history != History(pairs[:3])
     assert repr(history) == f"History({pairs!r})"
     with pytest.raises(IndexError):
