@@ -39,7 +39,7 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
@@ -59,6 +59,9 @@ MAX_OUTBOX = 1024
 
 WRITE_TIMEOUT = 10.0
 """Seconds one message may take to be written (gRPC flow control waits for the bot to read)."""
+
+_FINISHED = object()
+"""What ``next(write, _FINISHED)`` gives for a write that has completed (see ``RemoteSession._in_flight``)."""
 
 FLUSH_TIMEOUT = 2.0
 """Seconds a closing session waits for its last messages (a fatal Error) to be written."""
@@ -133,8 +136,11 @@ class RemoteSession:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.is_closed = False
         """``closed.is_set()``, as a plain attribute for the per-message checks."""
-        self._in_flight: Coroutine[Any, Any, Any] | None = None
-        """The stream write in progress (stepped by :meth:`_pump` and :meth:`_resume`), or None."""
+        self._in_flight: Iterator[Any] | None = None
+        """The stream write in progress, its ``__await__()`` (stepped by :meth:`_pump` and :meth:`_resume`), or None.
+
+        It is stepped with ``next(write, _FINISHED)``: a write that completes then ends without a
+        StopIteration to raise and catch (compiled, the catch added a traceback: about 0.3 us a move)."""
         self._waiter: asyncio.Future[Any] | None = None
         """The future the write in progress waits on (gRPC core's completion); the watchdog cancels it."""
         self._in_flight_msg: Outgoing = b""
@@ -247,17 +253,17 @@ class RemoteSession:
                 if self._watchdog is None:
                     self._watchdog = loop.call_later(self.write_timeout, self._watch)
                 self._writing_since = loop.time()
-                coro = self._write(msg)
+                coro = self._write(msg).__await__()
                 self._in_flight = coro
                 self._in_flight_msg = msg
                 try:
-                    waiter = coro.send(None)
-                except StopIteration:
-                    self._written(msg)  # written at once (nothing to wait for)
-                    continue
+                    waiter = next(coro, _FINISHED)
                 except (Exception, asyncio.CancelledError) as exc:
                     self._write_failed(msg, exc)
                     return
+                if waiter is _FINISHED:
+                    self._written(msg)  # written at once (nothing to wait for)
+                    continue
                 if type(waiter) is asyncio.Future:  # core's completion future (the usual case, inline)
                     waiter._asyncio_future_blocking = False
                     self._waiter = waiter
@@ -297,16 +303,16 @@ class RemoteSession:
             return
         msg = self._in_flight_msg
         try:
-            waiter = coro.send(None)
-        except StopIteration:
+            waiter = next(coro, _FINISHED)
+        except (Exception, asyncio.CancelledError) as exc:
+            self._write_failed(msg, exc)
+            return
+        if waiter is _FINISHED:
             self._written(msg)
             if self._outbox:
                 self._pump()
             elif not self._pumping:  # (when _pump is running, it finishes the idle tail itself)
                 self._idle()
-            return
-        except (Exception, asyncio.CancelledError) as exc:
-            self._write_failed(msg, exc)
             return
         self._wait_on(msg, waiter)
 
