@@ -305,7 +305,7 @@ class History:
         self._actions.extend(actions)
 
     def copy(self) -> History:
-        copy = History()
+        copy = History.__new__(History)  # (not History(): its two empty arrays would be thrown away)
         copy._players = self._players[:]
         copy._actions = self._actions[:]
         return copy
