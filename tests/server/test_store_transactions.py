@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from arena_games import load_game
 from arena_server.referee.loop import play_match
 from arena_server.referee.records import MatchRecord
 from arena_server.seats.in_process import InProcessSeat
+from arena_server.store import database
 from arena_server.store.database import Store
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
@@ -220,3 +222,37 @@ async def test_a_local_transaction_returns_what_its_work_returns_and_rolls_back_
             assert (await cur.fetchone())[0] == 0
     finally:
         await store.close()
+
+
+async def test_a_long_matchs_move_list_is_compressed_off_the_event_loop_and_reads_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long match's moves are compressed in a worker thread: the loop keeps serving the other matches meanwhile."""
+    record = await finished_match()
+    for i in range(40_000):
+        record.moves.add(i % 2, i % 3, 0.000_123)
+    threads: list[int] = []
+    real = database.zlib.compress
+
+    def compress(data: bytes, level: int) -> bytes:
+        threads.append(threading.get_ident())
+        return real(data, level)
+
+    monkeypatch.setattr(database.zlib, "compress", compress)
+    store = await Store.open(tmp_path / "arena.db")
+    try:
+        match_id = await store.start_match(record)
+        await store.finish_match(record)
+        short = await finished_match()
+        await store.start_match(short)
+        await store.finish_match(short)
+        back = await store.get_match(match_id)
+    finally:
+        await store.close()
+    loop_thread = threading.get_ident()
+    assert len(threads) == 2
+    assert threads[0] != loop_thread, "the long match's moves were compressed on the event loop"
+    assert threads[1] == loop_thread  # a short one is not worth a thread hop
+    assert back is not None
+    assert list(back.moves) == list(record.moves)
+    assert len(back.moves) == 40_010

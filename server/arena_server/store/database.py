@@ -220,6 +220,14 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _MOVES_MAGIC = b"AM1"
 
 
+_MOVES_LEVEL = 1
+"""zlib's level for a move list: the fastest. Measured on a 1500-round RPS log (21 kB of arrays): level 1
+takes 0.10 us a round and gives 5.1 kB, the default level 6 took 0.48 us a round for 4.8 kB."""
+
+_THREAD_MOVES = 32_768
+"""Move lists longer than this are compressed in a worker thread (two million moves take about 0.16 s)."""
+
+
 def encode_moves(log: MoveLog) -> bytes:
     """Pack a move log into the compact blob format."""
     parts = [log.players, log.actions, log.elapsed_us, log.legal]
@@ -228,7 +236,14 @@ def encode_moves(log: MoveLog) -> bytes:
         for p in parts:
             p.byteswap()
     body = struct.pack("<I", len(log)) + b"".join(p.tobytes() for p in parts)
-    return _MOVES_MAGIC + zlib.compress(body, 6)
+    return _MOVES_MAGIC + zlib.compress(body, _MOVES_LEVEL)
+
+
+async def _encode_off_loop(log: MoveLog) -> bytes:
+    """:func:`encode_moves`, in a worker thread for a long match (the event loop keeps serving the others)."""
+    if len(log) > _THREAD_MOVES:
+        return await asyncio.to_thread(encode_moves, log)
+    return encode_moves(log)
 
 
 def decode_moves(blob: bytes | None) -> MoveLog:
@@ -484,7 +499,7 @@ class Store:
             json.dumps(list(record.returns)),
             (record.ended_at or datetime.now(UTC)).isoformat(),
             len(record.moves),
-            encode_moves(record.moves),
+            await _encode_off_loop(record.moves),
             "" if record.seed_sealed else record.seed,  # revealed now that the match is over
             int(record.match_id),
         )
