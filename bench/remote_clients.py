@@ -131,15 +131,12 @@ async def arena_latency(
     return statistics.median(b - a for a, b in zip(bot.stamps, bot.stamps[1:], strict=False))
 
 
-async def protocol_match(call: Any, rounds: int, on_turn: Callable[[], None]) -> None:
-    """Play one RPS match against hosted rock on a Play stream of bytes, by hand (no SDK).
+async def answer_turns(call: Any, on_turn: Callable[[], None]) -> None:
+    """Answer every Turn on a Play stream of bytes with scissors, by hand (no SDK), until MatchEnded.
 
-    Challenges, then reads each Turn with protobuf and answers scissors with the Action written as
-    bytes, awaiting the write as the bare loop does; ``on_turn`` is called as each Turn is read.
+    Each Turn is read with protobuf and answered with the Action written as bytes, the write awaited
+    as the bare loop awaits its own; ``on_turn`` is called as each Turn is read.
     """
-    challenge = bs.Challenge(opponent="rock", game="rps", matches=1)
-    challenge.params["rounds"].int_value = rounds
-    await call.write(bs.BotMessage(challenge=challenge).SerializeToString())
     parse = bs.ServerMessage.FromString
     while True:
         msg = parse(await call.read())
@@ -153,6 +150,14 @@ async def protocol_match(call: Any, rounds: int, on_turn: Callable[[], None]) ->
             kind == "challenge_status" and msg.challenge_status.state == bs.ChallengeStatus.STATE_REFUSED
         ):
             raise SystemExit(f"the server refused the match: {msg}")
+
+
+async def protocol_match(call: Any, rounds: int, on_turn: Callable[[], None]) -> None:
+    """Play one RPS match against hosted rock on a Play stream of bytes, by hand (no SDK): see :func:`answer_turns`."""
+    challenge = bs.Challenge(opponent="rock", game="rps", matches=1)
+    challenge.params["rounds"].int_value = rounds
+    await call.write(bs.BotMessage(challenge=challenge).SerializeToString())
+    await answer_turns(call, on_turn)
 
 
 async def protocol_latency(port: int, rounds: int) -> float:
