@@ -5,6 +5,16 @@ same match played by a bare loop over the engine (no clocks, no records, no
 seats) measured in the same run, with the ratio. Target: at most 10 µs/step.
 For scale, the kaggle-environments package is reported to take about 3 ms per
 step for the same thing.
+
+A third row (issue 20's twentieth pass) puts a remote seat in seat 0 with its
+stream in memory: a real ``RemoteSession`` and ``RemoteSeat`` whose write
+completes on the event loop's next pass (as gRPC's write completes through a
+future), each Turn answered from this process by parsing its bytes and handing
+the session an Action, as the server's reader does. It is the server's own
+Python for a remote move (the Turn's bytes, the session's write, the clocks,
+the answer's checks) without gRPC, the kernel or another process, so it moves
+only when that code does; the answering (protobuf parse of the Turn and an
+Action built) is in it too, about 1.5-3 µs here.
 """
 
 from __future__ import annotations
@@ -13,11 +23,13 @@ import asyncio
 import statistics
 import time
 
+from arena.v1 import bot_session_pb2 as bs
 from arena_bots.simple import AlwaysRockBot, RotateBot
-from arena_client import SeatInfo, Turn
+from arena_client import SeatInfo, Termination, Turn
 from arena_games import load_game
 from arena_server.referee.loop import play_match
 from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.remote import RemoteSeat, RemoteSession
 
 ROUNDS = 1000
 REPEATS = 30
@@ -45,6 +57,35 @@ async def referee_match() -> None:
     await play_match(game, seats, seed="bench")
 
 
+async def remote_seat_match() -> None:
+    """As :func:`referee_match`, seat 0 a remote seat whose stream is in memory (see the module's notes)."""
+    loop = asyncio.get_running_loop()
+    turns: list[bytes] = []
+
+    async def write(msg: object) -> None:
+        done = loop.create_future()
+        loop.call_soon(done.set_result, None)  # completes on the loop's next pass, as gRPC's write does
+        await done
+        if type(msg) is bytes:  # (every Turn is written as its bytes; the other messages are not answered)
+            turns.append(msg)
+
+    session = RemoteSession(write, "bench")
+    seats = [
+        RemoteSeat(session, SeatInfo(0, "remote", 1, "remote")),
+        InProcessSeat(RotateBot(), SeatInfo(1, "rotate")),
+    ]
+    match = asyncio.ensure_future(play_match(load_game("rps", rounds=ROUNDS), seats, seed="bench", match_id="1"))
+    parse = bs.ServerMessage.FromString
+    while not match.done():
+        if not turns:
+            await asyncio.sleep(0)
+            continue
+        turn = parse(turns.pop()).turn
+        session.on_action(bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=0))
+    record = await match
+    assert record.termination is Termination.NORMAL, record.reason
+
+
 def timed(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
     samples = []
     for _ in range(repeats):
@@ -60,14 +101,21 @@ game_td = __import__("datetime").timedelta(seconds=1)
 def main() -> None:
     loop = asyncio.new_event_loop()
     run_ref = lambda: loop.run_until_complete(referee_match())  # noqa: E731
+    run_remote = lambda: loop.run_until_complete(remote_seat_match())  # noqa: E731
     timed(bare_match, 3)
     timed(run_ref, 3)  # warm-up
+    timed(run_remote, 3)
     bare = timed(bare_match, REPEATS)
     ref = timed(run_ref, REPEATS)
+    remote = timed(run_remote, REPEATS)
     loop.close()
     print(f"bare engine loop : {bare:7.2f} us/step")
     print(f"play_match       : {ref:7.2f} us/step  (target <= 10 us/step: {'met' if ref <= 10 else 'NOT met'})")
     print(f"referee / bare   : {ref / bare:7.2f}x")
+    print(
+        f"remote seat      : {remote:7.2f} us/step  (stream in memory; {remote / bare:.2f}x bare, "
+        f"{remote / ref:.2f}x play_match)"
+    )
 
 
 if __name__ == "__main__":
