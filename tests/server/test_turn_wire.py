@@ -136,3 +136,20 @@ def test_random_rps_turns(
     assert server_message_turn(Turn(match_id, turn_id, 0, observation, legal, budget, overage), public) == (
         protobuf_bytes(turn, public)
     )
+
+
+def test_public_moves_bytes_are_found_by_the_move_object_and_the_cache_stays_bounded() -> None:
+    from arena_server.seats import turn_wire
+
+    observation = RpsObservation(3, 1000, 5, (1, 2), (0, 1))
+    turn = Turn("m-cache", 9, 0, observation, (0, 1, 2), timedelta(seconds=1), timedelta(0))
+    # More distinct move objects than the cache holds, each Turn asked twice (a miss, then a hit).
+    for i in range(turn_wire._CACHE_LIMIT + 500):
+        public = [PublicMove(0, i % 3, "rock"), PublicMove(1, i, f"move {i}")]
+        expected = protobuf_bytes(turn, public)
+        assert server_message_turn(turn, public) == expected
+        assert server_message_turn(turn, public) == expected
+        assert len(turn_wire._MOVES) <= turn_wire._CACHE_LIMIT
+    # Equal moves in new objects give the same bytes as the objects cached.
+    again = [PublicMove(0, 1, "rock"), PublicMove(1, 7, "move 7")]
+    assert server_message_turn(turn, again) == protobuf_bytes(turn, again)

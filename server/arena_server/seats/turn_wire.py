@@ -34,6 +34,14 @@ _MATCH_IDS: dict[str, bytes] = {}
 _RPS_HEADS: dict[tuple[int, int], bytes] = {}
 _LAST_ROUNDS: dict[tuple[int, ...], bytes] = {}
 _CONSTANT: dict[tuple[tuple[int, ...], timedelta, timedelta], bytes] = {}
+_MOVES: dict[int, tuple[PublicMove, bytes]] = {}
+"""Each public move's bytes by the move object's ``id``, the object kept beside them (so the id is not reused).
+
+A match's referee makes one :class:`PublicMove` object per distinct move and hands
+the same object to every Turn that shows it (``_Referee.joint_moves``), so the
+bytes are found without reading the move's fields or hashing them."""
+_PACKED_LENGTHS = [bytes((0x1A, n + 2, 0x0A, n)) for n in range(0x7E)]
+"""An observation field's two one-byte length headers (``Observation{rps: body}``, tag 3), by the body's length."""
 
 
 def _field(tag: int, body: bytes) -> bytes:
@@ -88,7 +96,7 @@ def _rps(o: RpsObservation) -> bytes:
     if len(wins) == 2:  # two players
         a, b = wins
         if 0 <= a < 0x80 and 0 <= b < 0x80:
-            packed = bytes((0x22, 2, a, b))
+            packed = b"\x22\x02" + SMALL[a] + SMALL[b]
         elif 0 <= a < 0x4000 and 0 <= b < 0x4000:  # one or two bytes each
             packed = (
                 bytes((0x22, (1 if a < 0x80 else 2) + (1 if b < 0x80 else 2)))
@@ -108,7 +116,7 @@ def _rps(o: RpsObservation) -> bytes:
         body = head + b"\x18" + varint(r) + packed + last
     n = len(body)
     if n < 0x7E:  # both lengths fit in one byte
-        return bytes((0x1A, n + 2, 0x0A, n)) + body
+        return _PACKED_LENGTHS[n] + body
     return _field(0x1A, _field(0x0A, body))
 
 
@@ -122,6 +130,25 @@ def _observation(value: object) -> bytes:
 def _constant(legal: tuple[int, ...], time_budget: timedelta, overage_left: timedelta) -> bytes:
     """The legal actions and both time budgets: the part of a Turn that rarely changes from move to move."""
     return _packed(0x22, legal) + _budget(0x2A, time_budget) + _budget(0x32, overage_left)
+
+
+def _moves(moves: Sequence[PublicMove]) -> bytes:
+    """``turn_moves_bytes(moves)``, each move's bytes found by the move object's identity (see :data:`_MOVES`).
+
+    The cache is emptied when full: a long-running server makes new move objects for every match.
+    """
+    out = b""
+    for move in moves:
+        entry = _MOVES.get(id(move))
+        if entry is not None and entry[0] is move:
+            out += entry[1]
+            continue
+        part = turn_moves_bytes((move,))
+        if len(_MOVES) >= _CACHE_LIMIT:
+            _MOVES.clear()
+        _MOVES[id(move)] = (move, part)
+        out += part
+    return out
 
 
 def server_message_turn(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
@@ -147,7 +174,7 @@ def server_message_turn(turn: Turn, moves: Sequence[PublicMove]) -> bytes:
             tid,
             _rps(observation) if type(observation) is RpsObservation else _observation(observation),
             constant,
-            turn_moves_bytes(moves) if moves else b"",
+            _moves(moves) if moves else b"",
         )
     )
     n = len(body)
