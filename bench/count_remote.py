@@ -1,0 +1,218 @@
+"""Instructions per remote move, counted rather than timed (``bench_remote.py`` (2) on a host whose speed wanders).
+
+The host this issue was measured on changes speed by up to 1.7x from one minute
+to the next, and a round trip's repeats spread by a quarter, so a change of a
+few percent in the server cannot be seen in time. Instructions can: this runs
+the loops of ``split_remote.py`` (each in one process, client and server on one
+event loop, as ``bench_remote.py`` (2)) under valgrind's callgrind, and counts
+the instructions executed per round trip. Each loop runs twice, at :data:`SHORT` and :data:`LONG` rounds; the
+difference of the two counts over the difference of the rounds is the count of
+one more round trip, with the connection, the Hello and the match's start and
+end cancelled out.
+
+It prints, for each row (``--kinds``, ``split_remote.py``'s names; the first is
+the ratios' base):
+
+* ``all threads``: the process's instructions per round trip, every thread
+  counted: the event loop's and gRPC's own (its event engine's pollers). gRPC's
+  core does part of its work on whichever thread polls it, so how the count
+  splits between the loop's thread and gRPC's moves from run to run by up to
+  a tenth; their sum moves by a few percent. The ratio and ``+instr`` (what a
+  row adds to the row above) are of this column.
+* ``loop thread``: the event loop's thread alone (the main thread).
+* ``ticks``: left out of both. The loop's stall monitor (``LoopLag``, a timer
+  every 5 ms) ticks by the clock, and under valgrind a move takes about fifty
+  times as long, so it ticks about fifty times as often per move as at full
+  speed. Only the compiled tick is recognised (pure Python: 0, and counted).
+
+With ``--repeats N`` each figure is the median of N runs.
+
+Then (``--functions``, default ``protocol``) the compiled move path's functions
+(mypyc's ``CPyDef_`` entry points) of that row, with their inclusive
+instructions per round trip (what they and everything they call execute).
+These repeat to within about 1% from run to run (those that call into gRPC's
+reads and writes vary the most): the figures to compare before and after a
+change to the move path.
+
+Counts are not times: an instruction of the interpreter's dispatch loop and
+one that misses every cache count alike, and valgrind's timing distorts what
+is timed (a timer fires about fifty times as often per move as it does at full
+speed). But where time spreads by a quarter, counts repeat to a few percent,
+and a change that removes work shows as such. ``docs/performance.md``
+("Twenty-first pass") gives the counts against the times.
+
+Needs valgrind (Debian's ``valgrind`` package). A row takes one to two
+minutes (the two lengths run at once, one per core).
+
+Run: ``.venv/bin/python bench/count_remote.py [--kinds bare,protocol,sdk] [--functions protocol]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+SHORT = 200
+LONG = 1200
+"""The two match lengths (rounds) whose difference is counted."""
+
+TICK = "CPyDef_clock___LoopLag____tick"
+"""The stall monitor's tick (compiled): timer-driven, so valgrind's slowness runs it more often per move."""
+
+KINDS = ("bare", "codec", "session", "referee", "protocol", "sdk")
+
+
+def child(kind: str, rounds: int) -> None:
+    """Run ``split_remote``'s ``kind`` loop for ``rounds`` round trips (under valgrind, in the parent's plan)."""
+    import split_remote
+
+    from arena_server.cli.common import settle_heap
+
+    settle_heap()  # as arena serve does: no full collection walks the imports' objects in one run and not the other
+    split_remote.ROUNDS = rounds
+    split_remote.WINDOW = (10, rounds - 10)  # (split_remote's own timing window: unused here, but it must be reached)
+    asyncio.run(getattr(split_remote, kind)())
+
+
+def _run(kind: str, rounds: int, repeat: int, out: Path) -> Path:
+    """``kind`` for ``rounds`` under callgrind, one output file per thread; their common prefix."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    base = out / f"cg.{kind}.{rounds}.{repeat}"
+    cmd = [
+        *("valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={base}"),
+        *(sys.executable, __file__, "--child", kind, str(rounds)),
+    ]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.splitlines()[-15:])
+        raise SystemExit(f"count_remote: {kind} at {rounds} rounds failed under valgrind:\n{tail}")
+    return base
+
+
+def _totals(base: Path) -> dict[int, int]:
+    """Instructions per thread (1: the main thread, where the event loop runs) of one run."""
+    totals: dict[int, int] = {}
+    for f in base.parent.glob(base.name + "-*"):
+        thread = int(f.name.rsplit("-", 1)[1])
+        for line in f.read_text(errors="replace").splitlines():
+            if line.startswith(("summary:", "totals:")):
+                totals[thread] = int(line.split()[1])
+                break
+    if 1 not in totals:
+        raise SystemExit(f"count_remote: callgrind wrote no count for the main thread ({base}-01)")
+    return totals
+
+
+def _inclusive(path: Path) -> dict[str, int]:
+    """Inclusive instructions of each compiled move-path function (mypyc's ``CPyDef_``) in one thread's file."""
+    out = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found: dict[str, int] = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+\S*?:(CPyDef_\w+)", line)
+        if m:
+            name = m.group(2)
+            found[name] = found.get(name, 0) + int(m.group(1).replace(",", ""))
+    return found
+
+
+def _name(symbol: str) -> str:
+    """A readable name for a mypyc entry point (``CPyDef_seats___remote___RemoteSeat___on_action``)."""
+    name = symbol.removeprefix("CPyDef_")
+    name = re.sub(r"_gen_____mypyc_generator_helper__$", " (a step of the coroutine)", name)
+    return name.replace("___", ".")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--kinds", default="bare,protocol,sdk", help=f"rows, from {', '.join(KINDS)} (the first is the base)"
+    )
+    parser.add_argument(
+        "--functions", default="protocol", help="the row whose compiled functions are listed ('' for none)"
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each row; each figure is their median")
+    parser.add_argument("--top", type=int, default=25, help="how many functions to list (default 25)")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="write callgrind's files to DIR (kept) instead of a temporary one"
+    )
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "ROUNDS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    kinds = args.kinds.split(",")
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        parser.error(f"--kinds: unknown {', '.join(unknown)}; choose from {', '.join(KINDS)}")
+    if args.functions and args.functions not in kinds:
+        parser.error(f"--functions {args.functions}: not one of the rows ({args.kinds})")
+    missing = [tool for tool in ("valgrind", "callgrind_annotate") if shutil.which(tool) is None]
+    if missing:
+        raise SystemExit(
+            f"count_remote: {' and '.join(missing)} not found; install valgrind (Debian: apt-get install valgrind)"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(args.keep or tmp)
+        out.mkdir(parents=True, exist_ok=True)
+        runs = [(kind, rounds, r) for r in range(args.repeats) for kind in kinds for rounds in (SHORT, LONG)]
+        with ThreadPoolExecutor(max_workers=max(len(os.sched_getaffinity(0)), 1)) as pool:
+            bases = dict(zip(runs, pool.map(lambda r: _run(*r, out), runs), strict=True))
+        n = LONG - SHORT
+        rows: dict[str, dict[str, float]] = {}
+        functions: dict[str, dict[str, float]] = {}
+        for kind in kinds:
+            samples: list[dict[str, float]] = []
+            for r in range(args.repeats):
+                short, long_ = _totals(bases[kind, SHORT, r]), _totals(bases[kind, LONG, r])
+                short_f = _inclusive(Path(f"{bases[kind, SHORT, r]}-01"))
+                long_f = _inclusive(Path(f"{bases[kind, LONG, r]}-01"))
+                per = {f: (long_f[f] - short_f.get(f, 0)) / n for f in long_f}
+                if r == 0:
+                    functions[kind] = per
+                ticks = per.get(TICK, 0.0)
+                loop = (long_[1] - short[1]) / n - ticks
+                every = (sum(long_.values()) - sum(short.values())) / n - ticks
+                samples.append({"all": every, "loop": loop, "ticks": ticks})
+            rows[kind] = {key: statistics.median(s[key] for s in samples) for key in ("all", "loop", "ticks")}
+        from arena_client._native import status as native_status
+
+        print(
+            f"instructions per round trip (callgrind; {LONG} rounds less {SHORT}; median of {args.repeats}), "
+            f"Python {sys.version.split()[0]}, move path: {native_status()}"
+        )
+        print(f"{'':10}{'all threads':>13}{'ratio':>8}{'+instr':>10}{'loop thread':>13}{'ticks':>9}")
+        base = rows[kinds[0]]["all"]
+        above: float | None = None
+        for kind in kinds:
+            row = rows[kind]
+            plus = "" if above is None else f"{row['all'] - above:+10,.0f}"
+            ratio = row["all"] / base
+            print(f"{kind:10}{row['all']:13,.0f}{ratio:7.2f}x{plus:>10}{row['loop']:13,.0f}{row['ticks']:9,.0f}")
+            above = row["all"]
+        print("ticks: the stall monitor's, left out of both counts (see the module's notes)")
+        if args.functions:
+            kind = args.functions
+            print(f"\n{kind}: the compiled move path's functions, inclusive instructions per round trip")
+            shown = sorted(functions[kind].items(), key=lambda kv: -kv[1])[: args.top]
+            if not shown:
+                print("  (none: the move path is not compiled; see docs/development.md, 'The compiled move path')")
+            for symbol, count in shown:
+                print(f"{count:12,.0f}  {_name(symbol)}")
+
+
+if __name__ == "__main__":
+    main()
