@@ -10,7 +10,9 @@ headers; without them it says what is missing and exits 1, and Arena runs as
 pure Python.
 
 ``--list`` prints the sources (for the Makefile's dependencies); ``--clean``
-removes the extensions and the manifest.
+removes the extensions and the manifest. Both a build and ``--clean`` also
+remove a stale extension: one beside a source of ours whose module is no
+longer in ``MODULES`` (Python would import it instead of the source).
 """
 
 from __future__ import annotations
@@ -47,7 +49,42 @@ def shared_library(root: Path) -> Path:
     return root.joinpath(*package, name + "__mypyc").with_suffix(importlib.machinery.EXTENSION_SUFFIXES[0])
 
 
+SOURCE_TREES = ("server", "clients/python", "reference_bots")
+"""Where this checkout's packages live (each a directory on the import path)."""
+
+
+def stale_extensions(root: Path = ROOT) -> list[Path]:
+    """Extensions for this interpreter beside a source of ours whose module is not in ``MODULES``.
+
+    An older build leaves one when a module is taken out of ``MODULES``. Python
+    imports an extension before the source beside it, and the manifest vouches
+    only for ``MODULES``, so it would run old compiled code in the source's place.
+    """
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    found = []
+    for tree in SOURCE_TREES:
+        base = root / tree
+        if not base.is_dir():
+            continue
+        for extension in sorted(base.rglob("*" + suffix)):
+            source = extension.with_name(extension.name[: -len(suffix)] + ".py")
+            module = ".".join(source.relative_to(base).with_suffix("").parts)
+            if source.exists() and module not in _native.MODULES:
+                found.append(extension)
+    return found
+
+
+def remove_stale(root: Path = ROOT) -> list[Path]:
+    """Delete :func:`stale_extensions`, saying so; what was deleted."""
+    stale = stale_extensions(root)
+    for extension in stale:
+        extension.unlink()
+        print(f"build_native: removed {extension.relative_to(root)} (its module is no longer compiled)")
+    return stale
+
+
 def clean() -> None:
+    remove_stale()
     _native.MANIFEST.unlink(missing_ok=True)
     for module in _native.MODULES:
         extension = _native.extension_path(module)

@@ -10,6 +10,8 @@ build (``make native``), which ``make test`` does first. ``.ci/run`` sets
 from __future__ import annotations
 
 import ast
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
@@ -253,3 +255,32 @@ def test_an_engine_error_in_a_remote_match_does_not_crash_a_fresh_server_process
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "1 passed" in out.stdout.splitlines()[-1]
+
+
+def _build_native_script():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("_build_native", ROOT / "scripts/build_native.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_extension_left_by_a_module_no_longer_compiled_is_removed(tmp_path: Path) -> None:
+    build_native = _build_native_script()
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    referee = tmp_path / "server/arena_server/referee"
+    referee.mkdir(parents=True)
+    (referee / "records.py").write_text("")
+    stale = referee / f"records{suffix}"  # a module once compiled, now out of MODULES: shadows records.py
+    stale.write_bytes(b"old")
+    (referee / "loop.py").write_text("")
+    (referee / f"loop{suffix}").write_bytes(b"current")  # in MODULES: the build's own
+    client = tmp_path / "clients/python/arena_client"
+    client.mkdir(parents=True)
+    (client / f"_native__mypyc{suffix}").write_bytes(b"shared")  # the group's library: no source beside it
+    assert "arena_server.referee.loop" in _native.MODULES and "arena_server.referee.records" not in _native.MODULES
+    assert build_native.stale_extensions(tmp_path) == [stale]
+    assert build_native.remove_stale(tmp_path) == [stale]
+    assert not stale.exists()
+    assert (referee / f"loop{suffix}").exists() and (client / f"_native__mypyc{suffix}").exists()
+    assert build_native.stale_extensions(tmp_path) == []
