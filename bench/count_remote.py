@@ -5,10 +5,10 @@ to the next, and a round trip's repeats spread by a quarter, so a change of a
 few percent in the server cannot be seen in time. Instructions can: this runs
 the loops of ``split_remote.py`` (each in one process, client and server on one
 event loop, as ``bench_remote.py`` (2)) under valgrind's callgrind, and counts
-the instructions executed per round trip. Each loop runs twice, at :data:`SHORT` and :data:`LONG` rounds; the
-difference of the two counts over the difference of the rounds is the count of
-one more round trip, with the connection, the Hello and the match's start and
-end cancelled out.
+the instructions executed per round trip. Each loop runs twice, at
+:data:`SHORT` and :data:`LONG` rounds; the difference of the two counts over
+the difference of the rounds is the count of one more round trip, with the
+connection, the Hello and the match's start and end cancelled out.
 
 It prints, for each row (``--kinds``, ``split_remote.py``'s names; the first is
 the ratios' base):
@@ -30,8 +30,8 @@ With ``--repeats N`` each figure is the median of N runs.
 Then (``--functions``, default ``protocol``) the compiled move path's functions
 (mypyc's ``CPyDef_`` entry points) of that row, with their inclusive
 instructions per round trip (what they and everything they call execute).
-These repeat to within about 1% from run to run (those that call into gRPC's
-reads and writes vary the most): the figures to compare before and after a
+These repeat to within about 2% from run to run (those that call into gRPC's
+reads and writes, or look up dicts, vary the most): the figures to compare before and after a
 change to the move path.
 
 Counts are not times: an instruction of the interpreter's dispatch loop and
@@ -61,14 +61,14 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from split_remote import KINDS
+
 SHORT = 200
 LONG = 1200
 """The two match lengths (rounds) whose difference is counted."""
 
 TICK = "CPyDef_clock___LoopLag____tick"
 """The stall monitor's tick (compiled): timer-driven, so valgrind's slowness runs it more often per move."""
-
-KINDS = ("bare", "codec", "session", "referee", "protocol", "sdk")
 
 
 def child(kind: str, rounds: int) -> None:
@@ -80,7 +80,7 @@ def child(kind: str, rounds: int) -> None:
     settle_heap()  # as arena serve does: no full collection walks the imports' objects in one run and not the other
     split_remote.ROUNDS = rounds
     split_remote.WINDOW = (10, rounds - 10)  # (split_remote's own timing window: unused here, but it must be reached)
-    asyncio.run(getattr(split_remote, kind)())
+    asyncio.run(KINDS[kind]())
 
 
 def _run(kind: str, rounds: int, repeat: int, out: Path) -> Path:

@@ -267,11 +267,15 @@ async def sdk() -> dict[str, float]:
     return window.per_round_trip()
 
 
+KINDS = {"bare": bare, "codec": codec, "session": session, "referee": referee, "protocol": protocol, "sdk": sdk}
+"""The rows, in their order (each adds one layer to the one above; ``count_remote.py`` counts the same)."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", type=int, default=1, help="the CPU to run on (default 1; -1: do not pin)")
     parser.add_argument("--repeats", type=int, default=3)
-    kinds = {"bare": bare, "codec": codec, "session": session, "referee": referee, "protocol": protocol, "sdk": sdk}
+    kinds = KINDS
     parser.add_argument(
         "--kinds",
         default=",".join(kinds),
