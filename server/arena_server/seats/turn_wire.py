@@ -140,7 +140,7 @@ def _moves(moves: Sequence[PublicMove]) -> bytes:
     out = b""
     for move in moves:
         entry = _MOVES.get(id(move))
-        if entry is not None and entry[0] is move:
+        if entry is not None:  # (its object is the entry's own: alive, so no other object has its id)
             out += entry[1]
             continue
         part = turn_moves_bytes((move,))
