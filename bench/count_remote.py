@@ -25,6 +25,11 @@ the ratios' base):
   times as long, so it ticks about fifty times as often per move as at full
   speed. Only the compiled tick is recognised (pure Python: 0, and counted).
 
+Each run has one BLAS thread (``OPENBLAS_NUM_THREADS=1``, as ``arena serve``
+sets it). Otherwise numpy's idle worker thread, which polls by the clock, is
+counted too, and it moved a row by several thousand instructions per round
+trip either way from run to run.
+
 With ``--repeats N`` each figure is the median of N runs.
 
 Then (``--functions``, default ``protocol``) the compiled move path's functions
@@ -86,6 +91,10 @@ def child(kind: str, rounds: int) -> None:
 def _run(kind: str, rounds: int, repeat: int, out: Path) -> Path:
     """``kind`` for ``rounds`` under callgrind, one output file per thread; their common prefix."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    # One BLAS thread, as arena serve sets it: numpy's worker thread polls by the clock while idle, so under
+    # valgrind it added -8,000 to +6,000 instructions per round trip from run to run.
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    env["PYTHONHASHSEED"] = "0"  # the same dict and set layouts in every run, so their start-up work cancels out
     base = out / f"cg.{kind}.{rounds}.{repeat}"
     cmd = [
         *("valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={base}"),
