@@ -67,7 +67,7 @@ from pathlib import Path
 
 from arena_client import MatchInfo, SeatInfo, TimeControl, Turn
 from arena_games import load_game
-from arena_server.referee.records import Answer
+from arena_server.referee.answer import Answer
 from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits

@@ -40,6 +40,7 @@ MODULES = (
     "arena_client.wire",
     "arena_server.api.bot_session",
     "arena_server.api.remote_check",
+    "arena_server.referee.answer",
     "arena_server.referee.asking",
     "arena_server.referee.clock",
     "arena_server.referee.loop",

@@ -23,10 +23,8 @@ from arena_client.types import (
     Update,
 )
 from arena_games import State, describe_actions
+from arena_server.referee.answer import Answer
 from arena_server.referee.publishing import Publishing
-from arena_server.referee.records import (
-    Answer,
-)
 
 
 class Asking(Publishing):
@@ -41,7 +39,6 @@ class Asking(Publishing):
         """
         state = self.state
         seats = self.seats
-        log = self.record.moves
         match_id = self.record.match_id
         per_move = self.per_move
         grace = self.grace
@@ -76,10 +73,10 @@ class Asking(Publishing):
                     failures.append(failure)
                     continue
                 assert action is not None  # (_check passes only an answer with an action)
-            log.players.append(seat_index)
-            log.actions.append(action)
-            log.elapsed_us.append(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))
-            log.legal.append(1)
+            self.log_players(seat_index)
+            self.log_actions(action)
+            self.log_elapsed_us(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))
+            self.log_legal(1)
             actions.append(action)
         if failures:
             self.failures = failures
@@ -230,12 +227,15 @@ class Asking(Publishing):
         if failures is not None:
             self.failures = failures
             return None
-        log = self.record.moves
+        log_players = self.log_players
+        log_actions = self.log_actions
+        log_elapsed_us = self.log_elapsed_us
+        log_legal = self.log_legal
         for i, action in enumerate(actions):
-            log.players.append(acting[i])
-            log.actions.append(action)
-            log.elapsed_us.append(min(int(answers[i].elapsed * 1e6), 0xFFFFFFFF))  # type: ignore[union-attr]
-            log.legal.append(1)
+            log_players(acting[i])
+            log_actions(action)
+            log_elapsed_us(min(int(answers[i].elapsed * 1e6), 0xFFFFFFFF))  # type: ignore[union-attr]
+            log_legal(1)
         return actions
 
     async def _finish_failures(self) -> None:

@@ -42,10 +42,10 @@ from arena_client.types import (
     TimeControl,
 )
 from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, Game
+from arena_server.referee.answer import Answer
 from arena_server.referee.asking import Asking
 from arena_server.referee.records import (
     COMMIT_FAILED,
-    Answer,
     CommitHook,
     MatchControl,
     MatchListener,
@@ -145,6 +145,11 @@ class _Referee(Asking):
         self.seats = list(seats)
         self.tc = tc
         self.record = record
+        log = record.moves
+        self.log_players = log.players.append
+        self.log_actions = log.actions.append
+        self.log_elapsed_us = log.elapsed_us.append
+        self.log_legal = log.legal.append
         self.control = control
         control.listeners.extend(listeners)
         self.listeners = control.listeners  # the same list: spectators may join mid-match
@@ -153,6 +158,7 @@ class _Referee(Asking):
         self.rng: random.Random | None = None
         """The chance RNG, seeded at the match's first chance node (a game without chance never pays for it)."""
         n = game.num_players
+        self.all_seats = range(n)
         self.overage = [tc.overage.total_seconds()] * n
         self.pending: list[list[PublicMove]] = [[] for _ in range(n)]
         self.track = [s.wants_updates for s in seats]
@@ -303,7 +309,7 @@ class _Referee(Asking):
                     if decisions & 255 == 0:
                         return _Step.YIELD
                     continue
-                acting = range(game.num_players) if player == SIMULTANEOUS else (player,)
+                acting = self.all_seats if player == SIMULTANEOUS else (player,)
                 if player != SIMULTANEOUS and self.pending_any:  # (in a simultaneous move every seat gets a Turn)
                     self._flush_updates(acting)
                 if self.all_sync:

@@ -1,6 +1,7 @@
-"""What a match is made of: answers, the move log, the record, the server's handle on a running match.
+"""What a match is made of: the move log, the record, the server's handle on a running match.
 
-A :class:`MatchRecord` is filled in by the referee as the match runs; the
+(A seat's :class:`~arena_server.referee.answer.Answer` has its own module,
+compiled with the move path.) A :class:`MatchRecord` is filled in by the referee as the match runs; the
 store writes it, replays read it back. :func:`void_record` turns a finished
 record into an abort when the server could not commit it.
 """
@@ -20,23 +21,6 @@ from arena_client.types import (
     TimeControl,
 )
 from arena_games import Game, State
-
-
-@dataclass(slots=True)
-class Answer:
-    """A seat's reply to a turn: an action, or the reason it has none.
-
-    Attributes:
-        action: The chosen action, or None on failure.
-        elapsed: Seconds from asking to answering.
-        failure: Set when the seat failed (timeout, crash, ...).
-        reason: Why it failed, in words a bot author can act on.
-    """
-
-    action: int | None
-    elapsed: float
-    failure: Termination | None = None
-    reason: str = ""
 
 
 class MoveLog:

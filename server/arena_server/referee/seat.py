@@ -14,7 +14,7 @@ from arena_client.types import (
     Turn,
     Update,
 )
-from arena_server.referee.records import Answer
+from arena_server.referee.answer import Answer
 
 
 class Seat(abc.ABC):

@@ -13,8 +13,8 @@ from arena_client.types import (
     TimeControl,
 )
 from arena_games import Game, State
+from arena_server.referee.answer import Answer
 from arena_server.referee.records import (
-    Answer,
     MatchControl,
     MatchListener,
     MatchRecord,
@@ -32,6 +32,7 @@ class RefereeState:
 
     __slots__ = (
         "acting",
+        "all_seats",
         "answers",
         "callbacks",
         "control",
@@ -42,6 +43,10 @@ class RefereeState:
         "grace",
         "joint_moves",
         "listeners",
+        "log_actions",
+        "log_elapsed_us",
+        "log_legal",
+        "log_players",
         "outstanding",
         "overage",
         "overage_td",
@@ -66,6 +71,11 @@ class RefereeState:
     seats: list[Seat]
     tc: TimeControl
     record: MatchRecord
+    log_players: Callable[[int], None]
+    log_actions: Callable[[int], None]
+    log_elapsed_us: Callable[[int], None]
+    log_legal: Callable[[int], None]
+    """The ``append`` of each of ``record.moves``' arrays, bound once a match (a call, not a lookup, a move)."""
     control: MatchControl
     listeners: list[MatchListener]
     state: State
@@ -87,6 +97,8 @@ class RefereeState:
     failures: list[tuple[int, Termination, str]]
     callbacks: list[Callable[[Answer], None]]
     decisions: int
+    all_seats: range
+    """Every seat's index: who acts in a simultaneous move."""
     # The decision being asked:
     player: int
     acting: Sequence[int]

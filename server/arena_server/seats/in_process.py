@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from arena_client import Bot, MatchInfo, MatchResult, PublicMove, Resign, SeatInfo, Termination, Turn, Update
-from arena_server.referee.records import Answer
+from arena_server.referee.answer import Answer
 from arena_server.referee.seat import Seat
 
 

@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, turn_to_proto, update_to_proto
+from arena_server.referee.answer import Answer
 from arena_server.referee.clock import Deadline, LoopLag
-from arena_server.referee.records import Answer
 from arena_server.referee.seat import Seat
 from arena_server.seats.framing import (
     FrameError,
