@@ -123,7 +123,8 @@ class Deadline:
         self._lag = lag
         self._handle: asyncio.TimerHandle | None = None
         self._when = 0.0
-        """Loop time the timer is set for."""
+        """When the timer fires, on the ``time.perf_counter`` clock of ``_due`` (the loop's clock is read only
+        to set a timer, not every move: an event loop's ``time`` is an interpreted call)."""
         self._callback: Callable[[], None] | None = None
         self._due = 0.0
         self.restart(delay, callback)
@@ -131,15 +132,13 @@ class Deadline:
     def restart(self, delay: float, callback: Callable[[], None]) -> None:
         """Arm again: call ``callback`` after ``delay`` seconds of a responsive loop (replaces any armed one)."""
         self._callback = callback
-        self._due = time.perf_counter() + delay
-        loop = self._lag.loop
-        when = loop.time() + delay
-        if self._handle is not None and self._when <= when:
-            return  # the timer fires first and moves itself to the new deadline
+        self._due = due = time.perf_counter() + delay
         if self._handle is not None:
+            if self._when <= due:
+                return  # the timer fires first and moves itself to the new deadline
             self._handle.cancel()
-        self._when = when
-        self._handle = loop.call_at(when, self._fire)
+        self._when = due
+        self._handle = self._lag.loop.call_later(delay, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
@@ -160,9 +159,8 @@ class Deadline:
         callback()
 
     def _schedule(self, delay: float) -> None:
-        loop = self._lag.loop
-        self._when = loop.time() + delay
-        self._handle = loop.call_at(self._when, self._fire)
+        self._when = time.perf_counter() + delay
+        self._handle = self._lag.loop.call_later(delay, self._fire)
 
     def cancel(self) -> None:
         """Disarm; the timer itself stays until it fires (cheap) or :meth:`close`."""

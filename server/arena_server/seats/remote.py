@@ -148,7 +148,8 @@ class RemoteSession:
         self._pumping = False
         """True while :meth:`_pump` runs: a message queued meanwhile (by an ``on_written``) waits for its loop."""
         self._writing_since: float | None = None
-        """Loop time the write in progress began (None: no write in progress), for the watchdog."""
+        """``time.monotonic()`` when the write in progress began (None: no write in progress), for the watchdog
+        (not the loop's ``time()``: an interpreted call on every write)."""
         self._watchdog: asyncio.TimerHandle | None = None
         self._write_timed_out = False
         self.owed_turn = 0
@@ -252,7 +253,7 @@ class RemoteSession:
                 msg, _on_written = outbox[0]
                 if self._watchdog is None:
                     self._watchdog = loop.call_later(self.write_timeout, self._watch)
-                self._writing_since = loop.time()
+                self._writing_since = time.monotonic()
                 coro = self._write(msg).__await__()
                 self._in_flight = coro
                 self._in_flight_msg = msg
@@ -346,7 +347,7 @@ class RemoteSession:
         """The write deadline: one timer per session, re-armed for the write in progress (if any)."""
         loop = asyncio.get_running_loop()
         since = self._writing_since
-        now = loop.time()
+        now = time.monotonic()
         if since is not None and now - since >= self.write_timeout:
             self._watchdog = None
             self._write_timed_out = True
@@ -358,7 +359,7 @@ class RemoteSession:
             self._watchdog = None
             return
         due = (since if since is not None else now) + self.write_timeout
-        self._watchdog = loop.call_at(due, self._watch)
+        self._watchdog = loop.call_later(due - now, self._watch)
 
     def _abandon(self, reason: str) -> None:
         """Close the session and drop what is still queued (the bot will not read it).
