@@ -62,6 +62,7 @@ from arena_server.api.bot_session import _parse as parse_bot_message
 from arena_server.api.server import running_server
 from arena_server.matches.hub import Hub
 from arena_server.referee.loop import play_match
+from arena_server.seats.action_wire import WireAction
 from arena_server.seats.in_process import InProcessSeat
 from arena_server.seats.remote import RemoteSeat, RemoteSession
 
@@ -161,7 +162,7 @@ async def _codec_handler(_requests: object, context: grpc.aio.ServicerContext) -
     turn = turn_payload()
     await context.write(turn)
     for _ in range(ROUNDS - 1):
-        if type(await context.read()) is not bs.BotMessage:
+        if type(await context.read()) is not WireAction:  # (the Actions, read by _parse as the server reads them)
             return
         await context.write(turn)
     await context.read()
@@ -174,7 +175,7 @@ async def _session_handler(_requests: object, context: grpc.aio.ServicerContext)
     turn = turn_payload()
     session.send_nowait(turn)
     for _ in range(ROUNDS - 1):
-        if type(await context.read()) is not bs.BotMessage:
+        if type(await context.read()) is not WireAction:  # (the Actions, read by _parse as the server reads them)
             return
         session.send_nowait(turn)
     await context.read()
@@ -193,9 +194,9 @@ async def _referee_handler(_requests: object, context: grpc.aio.ServicerContext)
     match = asyncio.ensure_future(play_match(load_game("rps", rounds=ROUNDS), seats, match_id="1"))
     while not match.done():
         msg = await context.read()
-        if type(msg) is not bs.BotMessage:
+        if type(msg) is not WireAction:
             break  # the client read MatchEnded and closed its side
-        session.on_action(msg.action)
+        session.on_action(msg)
     record = await match
     assert record.termination.name == "NORMAL", record.reason
 

@@ -27,6 +27,7 @@ from arena_games import load_game
 from arena_games.rps import RpsState
 from arena_server.referee import loop
 from arena_server.referee.records import MatchControl
+from arena_server.seats.action_wire import wire_action
 from arena_server.seats.remote import Outgoing, RemoteSeat, RemoteSession
 from tests.conftest import LiveServer
 from tests.fakes.bots import Paper
@@ -207,13 +208,15 @@ async def test_an_answer_that_arrives_as_an_awaited_ask_is_cancelled_is_dropped_
     asked = asyncio.ensure_future(seat.ask(turn, (), 5.0))
     await asyncio.sleep(0)
     asked.cancel()  # the referee's task is cancelled (an abort) ...
-    seat.on_action(bs.Action(match_id="m1", turn_id=1, action=2))  # ... and the answer is read before it runs
+    seat.on_action(
+        wire_action(bs.Action(match_id="m1", turn_id=1, action=2))
+    )  # ... and the answer is read before it runs
     with pytest.raises(asyncio.CancelledError):
         await asked
     # The next ask is answered normally.
     asked = asyncio.ensure_future(seat.ask(replace(turn, turn_id=2), (), 5.0))
     await asyncio.sleep(0)
-    seat.on_action(bs.Action(match_id="m1", turn_id=2, action=1))
+    seat.on_action(wire_action(bs.Action(match_id="m1", turn_id=2, action=1)))
     assert (await asyncio.wait_for(asked, 5)).action == 1
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from arena.v1 import bot_session_pb2 as bs
 from arena_client import SeatInfo, Termination, Turn
 from arena_client.remote import Client
+from arena_server.seats.action_wire import wire_action
 from arena_server.seats.remote import Outgoing, RemoteSeat, RemoteSession, as_message
 from tests.conftest import LiveServer
 from tests.fakes.bots import Paper
@@ -165,7 +166,7 @@ async def test_a_turns_clock_starts_at_its_own_write_not_an_earlier_ones() -> No
     await asyncio.sleep(0)
     assert len(completions) == 1  # Turn 1 is being written
     seat.match_id = "m1"
-    seat.on_action(bs.Action(match_id="m1", turn_id=1, action=2))  # answered before its write completed
+    seat.on_action(wire_action(bs.Action(match_id="m1", turn_id=1, action=2)))  # answered before its write completed
     assert (await asyncio.wait_for(asked, 5)).action == 2
     asked = asyncio.ensure_future(seat.ask(replace(turn, turn_id=2), (), 5.0))
     await asyncio.sleep(0)
@@ -181,7 +182,7 @@ async def test_a_turns_clock_starts_at_its_own_write_not_an_earlier_ones() -> No
     for _ in range(3):
         await asyncio.sleep(0)
     assert session.owed_turn == 2
-    seat.on_action(bs.Action(match_id="m1", turn_id=2, action=0))
+    seat.on_action(wire_action(bs.Action(match_id="m1", turn_id=2, action=0)))
     assert (await asyncio.wait_for(asked, 5)).action == 0
 
 

@@ -46,6 +46,7 @@ MODULES = (
     "arena_server.referee.loop",
     "arena_server.referee.publishing",
     "arena_server.referee.state",
+    "arena_server.seats.action_wire",
     "arena_server.seats.in_process",
     "arena_server.seats.remote",
     "arena_server.seats.turn_ids",

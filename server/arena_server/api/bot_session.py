@@ -34,6 +34,7 @@ from arena_server.api.authority import (
 )
 from arena_server.bots.registry import RegistryError, check_player_name
 from arena_server.matches.hub import Hub, HubError, RunningMatch
+from arena_server.seats.action_wire import WireAction, bot_message, read_action, wire_action
 from arena_server.seats.remote import MAX_MESSAGE_BYTES, RemoteSession
 from arena_server.store.database import hash_token
 
@@ -68,10 +69,17 @@ class _TooLarge:
         self.size = size
 
 
-def _parse(raw: bytes) -> bs.BotMessage | _TooLarge:
-    """The stream's request deserializer: a BotMessage, unless it is too large to be worth parsing."""
+def _parse(raw: bytes) -> bs.BotMessage | WireAction | _TooLarge:
+    """The stream's request deserializer: a BotMessage, unless it is too large to be worth parsing.
+
+    An Action as protobuf writes it (every move's message) is read by hand into a
+    :class:`WireAction` instead (see :mod:`arena_server.seats.action_wire`).
+    """
     if len(raw) > MAX_MESSAGE_BYTES:
         return _TooLarge(len(raw))
+    action = read_action(raw)
+    if action is not None:
+        return action
     return bs.BotMessage.FromString(raw)
 
 
@@ -279,7 +287,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         session.mark_closed(reason)
 
     async def _checked(self, session: RemoteSession, msg: object) -> bs.BotMessage | None:
-        """``msg`` if it is a message within the size limit; else None, with the session closed."""
+        """``msg`` as a BotMessage if it is a message within the size limit; else None, with the session closed."""
         if msg is grpc.aio.EOF:
             session.mark_closed("the bot closed the stream")
             return None
@@ -289,6 +297,8 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             await session.error(bs.ERROR_CODE_TOO_LARGE, reason, fatal=True)
             session.mark_closed(reason)
             return None
+        if type(msg) is WireAction:  # (an Action before the Hello: the Hello's checks want the message)
+            return bot_message(msg)
         assert isinstance(msg, bs.BotMessage)
         return msg
 
@@ -301,6 +311,11 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             except Exception as exc:
                 await self._read_failed(session, exc)
                 return
+            if type(msg) is WireAction:  # (every move's message, read by _parse without protobuf)
+                if session.is_closed:
+                    return  # an evicted session reads nothing more
+                session.on_action(msg)
+                continue
             if type(msg) is not bs.BotMessage:  # the end of the stream, or too large (see _parse)
                 checked = await self._checked(session, msg)
                 if checked is None:
@@ -310,7 +325,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 return  # an evicted session reads nothing more
             kind = msg.WhichOneof("kind")
             if kind == "action":
-                session.on_action(msg.action)
+                session.on_action(wire_action(msg.action))
             elif kind == "pong":
                 if not pongs.allow(msg.pong.nonce):
                     reason = (

@@ -42,6 +42,7 @@ from arena_server.bots.conformance import (
 )
 from arena_server.matches.hub import Hub
 from arena_server.referee.seat import Seat
+from arena_server.seats.action_wire import WireAction, bot_message
 from arena_server.seats.remote import Outgoing, RemoteSeat, RemoteSession, as_message
 
 
@@ -76,7 +77,10 @@ class _RecordingContext:
 
     async def read(self) -> Any:
         message = await self._context.read()
-        if isinstance(message, bs.BotMessage):
+        if type(message) is WireAction:  # (an Action, read without protobuf: recorded as its message)
+            self._conversation.last_received = bot_message(message)
+            self._conversation.received += 1
+        elif isinstance(message, bs.BotMessage):
             self._conversation.last_received = message
             self._conversation.received += 1
         return message

@@ -48,6 +48,7 @@ from arena_client.convert import match_info_to_proto, result_to_proto, update_to
 from arena_server.referee.answer import Answer
 from arena_server.referee.clock import Deadline, LoopLag
 from arena_server.referee.seat import Seat
+from arena_server.seats.action_wire import WireAction
 from arena_server.seats.turn_ids import TurnIds
 from arena_server.seats.turn_wire import server_message_turn
 
@@ -434,7 +435,7 @@ class RemoteSession:
 
     # -- reading ------------------------------------------------------------------------------------
 
-    def on_action(self, action: bs.Action) -> None:
+    def on_action(self, action: WireAction) -> None:
         """Route an Action to the seated match (or complain)."""
         if self.owed_turn and action.turn_id == self.owed_turn:
             self.owed_turn = 0
@@ -576,7 +577,7 @@ class RemoteSeat(Seat):
                 )
             )
 
-    def on_action(self, action: bs.Action) -> None:
+    def on_action(self, action: WireAction) -> None:
         match_id = action.match_id
         if match_id != self.match_id and match_id in self.session.past_matches:
             # An answer that crossed the end of the bot's previous match: late, not a violation.
