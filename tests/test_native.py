@@ -149,6 +149,7 @@ async def test_the_stall_thresholds_written_as_numbers_match_their_definitions()
 PURE_SUITE = (
     "tests/client/test_wire_turn.py",
     "tests/security/test_information.py",
+    "tests/server/test_action_wire.py",
     "tests/server/test_check_remote.py",
     "tests/server/test_move_path.py",
     "tests/server/test_play_remote.py",
