@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.scripts_support import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _arch_stats():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("arch_stats", ROOT / "scripts" / "arch_stats.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_import_contracts_hold() -> None:
@@ -33,5 +26,5 @@ def test_import_contracts_hold() -> None:
     "package, folder", [("arena_server", "server/arena_server"), ("arena_bots", "reference_bots/arena_bots")]
 )
 def test_no_import_cycles(package: str, folder: str) -> None:
-    stats = _arch_stats().analyse(package, ROOT / folder)
+    stats = load_script("arch_stats").analyse(package, ROOT / folder)
     assert stats["cycles"] == [], f"import cycles in {package}: {stats['cycles']}"

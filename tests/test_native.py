@@ -24,6 +24,7 @@ import pytest
 
 from arena_client import _native
 from arena_server.referee.clock import LoopLag
+from tests.scripts_support import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = (
@@ -284,16 +285,8 @@ def test_an_engine_error_in_a_remote_match_does_not_crash_a_fresh_server_process
     assert "1 passed" in out.stdout.splitlines()[-1]
 
 
-def _build_native_script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("_build_native", ROOT / "scripts/build_native.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_an_extension_left_by_a_module_no_longer_compiled_is_removed(tmp_path: Path) -> None:
-    build_native = _build_native_script()
+    build_native = load_script("build_native")
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     referee = tmp_path / "server/arena_server/referee"
     referee.mkdir(parents=True)

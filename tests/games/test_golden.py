@@ -6,29 +6,20 @@ intended change to rules, encodings or observations, and review the diff.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from arena_games import CHANCE, SIMULTANEOUS, load_game
+from tests.scripts_support import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("arena_golden_script", ROOT / "scripts" / "golden.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GOLDEN = _script()
+GOLDEN = load_script("golden")
 FILES = [case[0] for case in GOLDEN.CASES]
 
 
