@@ -156,6 +156,7 @@ PURE_SUITE = (
     "tests/server/test_play_remote.py",
     "tests/server/test_referee.py",
     "tests/server/test_referee_inline.py",
+    "tests/server/test_referee_legality.py",
     "tests/server/test_remote.py",
     "tests/server/test_remote_write.py",
     "tests/server/test_turn_wire.py",

@@ -9,6 +9,13 @@ through a callback (:meth:`Seat.ask_then`) that hands the answer to
 on from that callback; the first failure ends the wait. Clocks are charged
 here: time beyond the per-move budget comes out of the seat's overage bank,
 less the grace that is never charged; an empty bank is a timeout.
+
+An answer's legality is checked against the legal actions its Turn listed
+when that list is short (:data:`SHORT_LEGAL`): by the engines' contract
+(``tests/games/test_games_conformance.py``) ``is_legal(seat, a)`` is ``a in
+legal_actions(seat)``, and a C search of a few items costs less than a call
+into the engine's Python. An answer not found there goes through
+:meth:`Asking._check`, whose ``is_legal`` decides.
 """
 
 from __future__ import annotations
@@ -25,6 +32,14 @@ from arena_client.types import (
 from arena_games import State, describe_actions
 from arena_server.referee.answer import Answer
 from arena_server.referee.publishing import Publishing
+
+SHORT_LEGAL = 32
+"""Longest legal-action list an answer is looked up in rather than asking the engine's ``is_legal``.
+
+From compiled code, a call into an engine's ``is_legal`` costs about 3,000
+instructions (RPS: ``bench/count_remote.py``); looking an int up in a tuple
+about 25 per item passed. Past a few dozen items the call is cheaper.
+"""
 
 
 class Asking(Publishing):
@@ -48,12 +63,13 @@ class Asking(Publishing):
         failures: list[tuple[int, Termination, str]] = []
         for seat_index in acting:
             self.turn_id += 1
+            legal = state.legal_actions(seat_index)
             turn = Turn(
                 match_id,
                 self.turn_id,
                 seat_index,
                 shared_obs if shared_obs is not None else state.observation(seat_index),
-                state.legal_actions(seat_index),
+                legal,
                 self.per_move_td,
                 self.overage_td[seat_index],
             )
@@ -66,7 +82,9 @@ class Asking(Publishing):
             action = ans.action
             # Fast path inline; anything unusual (failure, overtime, illegal) goes through _check.
             if action is None or not (
-                ans.failure is None and ans.elapsed - grace <= per_move and is_legal(seat_index, action)
+                ans.failure is None
+                and ans.elapsed - grace <= per_move
+                and (action in legal if len(legal) <= SHORT_LEGAL else is_legal(seat_index, action))
             ):
                 failure = self._check(seat_index, ans, per_move, grace)
                 if failure is not None:
@@ -146,12 +164,13 @@ class Asking(Publishing):
         """Ask the seat at position ``i`` of the decision for turn ``turn_id`` (see :meth:`_begin`)."""
         seat = self.seats[seat_index]
         observation = shared_obs if shared_obs is not None else self.state.observation(seat_index)
+        legal = self.legal[i] = self.state.legal_actions(seat_index)
         turn = Turn(
             self.record.match_id,
             turn_id,
             seat_index,
             observation,
-            self.state.legal_actions(seat_index),
+            legal,
             self.per_move_td,
             self.overage_td[seat_index],
         )
@@ -208,13 +227,19 @@ class Asking(Publishing):
         per_move = self.per_move
         grace = self.grace
         is_legal = self.state.is_legal
+        legals = self.legal
         actions: list[int] = []
         failures: list[tuple[int, Termination, str]] | None = None
         for i, ans in enumerate(answers):
             if ans is None:
                 continue  # not awaited to the end because another seat failed first
             action = ans.action
-            if ans.failure is None and ans.elapsed - grace <= per_move and is_legal(acting[i], action):  # type: ignore[arg-type]
+            legal = legals[i]
+            if (
+                ans.failure is None
+                and ans.elapsed - grace <= per_move
+                and (action in legal if len(legal) <= SHORT_LEGAL else is_legal(acting[i], action))  # type: ignore[arg-type]
+            ):
                 actions.append(action)  # type: ignore[arg-type]
                 continue
             failure = self._check(acting[i], ans, per_move, grace)

@@ -178,6 +178,7 @@ class _Referee(Asking):
         self.player = TERMINAL
         self.acting = ()
         self.answers = []
+        self.legal = [()] * n
         self.outstanding = 0
         self.cut_short = False
         self.starting = False

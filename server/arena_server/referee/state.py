@@ -42,6 +42,7 @@ class RefereeState:
         "game",
         "grace",
         "joint_moves",
+        "legal",
         "listeners",
         "log_actions",
         "log_elapsed_us",
@@ -104,6 +105,8 @@ class RefereeState:
     acting: Sequence[int]
     answers: list[Answer | None]
     """By position in ``acting``; None until that seat answers."""
+    legal: list[Sequence[int]]
+    """By position in ``acting``: the legal actions its Turn listed (checked against in :meth:`Asking._judge`)."""
     outstanding: int
     """Asks not yet answered."""
     cut_short: bool
