@@ -39,7 +39,7 @@ def protobuf_bytes(turn: Turn, public: list[PublicMove]) -> bytes:
     return message.SerializeToString()
 
 
-@pytest.mark.parametrize("n", [0, 1, 127, 128, 300, 2**31 - 1, 2**32 - 1, 2**63 - 1, -1, -(2**31)])
+@pytest.mark.parametrize("n", [0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, 2**31 - 1, 2**32 - 1, 2**63 - 1, -1, -(2**31)])
 def test_varint_matches_protobuf(n: int) -> None:
     move = bs.Action(action=n) if -(2**31) <= n < 2**31 else None
     if move is not None:  # int32 field 3: tag 0x18, then the varint
@@ -86,8 +86,8 @@ def test_every_game_state_on_random_playouts(game: str, params: dict[str, int]) 
     assert checked > 20
 
 
-VARINT_EDGES = [0, 1, 127, 128, 300, 16383, 16384, -1]
-"""Where the hand-written one- and two-byte varints of an RPS Turn hand over to the next length."""
+VARINT_EDGES = [0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, -1]
+"""Where an RPS Turn's varints hand over: one byte to two, the table (``wire.VARINTS``) to ``varint``, two bytes to three."""
 
 
 @pytest.mark.parametrize("round_", VARINT_EDGES)
