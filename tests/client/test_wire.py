@@ -34,7 +34,7 @@ def test_an_action_is_the_bytes_protobuf_writes(match_id: str, turn_id: int, act
 @pytest.mark.parametrize("turn_id", [0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, 2**21, 2**32 - 1])
 @pytest.mark.parametrize("action", [0, 1, 2, 127, 128, 16384, -1, 2**31 - 1])
 def test_an_action_at_the_varint_edges(turn_id: int, action: int) -> None:
-    """Where one-byte turn ids hand over to two-byte ones, the table (``wire.VARINTS``) to ``varint``, two bytes to three."""
+    """Where turn ids hand over: one byte to two, the table (``wire.VARINTS``) to ``varint``, two bytes to three."""
     message = bs.BotMessage(action=bs.Action(match_id="local-17", turn_id=turn_id, action=action))
     assert action_message("local-17", turn_id, action) == message.SerializeToString()
 

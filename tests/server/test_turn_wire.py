@@ -39,7 +39,9 @@ def protobuf_bytes(turn: Turn, public: list[PublicMove]) -> bytes:
     return message.SerializeToString()
 
 
-@pytest.mark.parametrize("n", [0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, 2**31 - 1, 2**32 - 1, 2**63 - 1, -1, -(2**31)])
+@pytest.mark.parametrize(
+    "n", [0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, 2**31 - 1, 2**32 - 1, 2**63 - 1, -1, -(2**31)]
+)
 def test_varint_matches_protobuf(n: int) -> None:
     move = bs.Action(action=n) if -(2**31) <= n < 2**31 else None
     if move is not None:  # int32 field 3: tag 0x18, then the varint
@@ -87,7 +89,7 @@ def test_every_game_state_on_random_playouts(game: str, params: dict[str, int]) 
 
 
 VARINT_EDGES = [0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, -1]
-"""Where an RPS Turn's varints hand over: one byte to two, the table (``wire.VARINTS``) to ``varint``, two bytes to three."""
+"""Where an RPS Turn's varints hand over: one byte to two, the table (``wire.VARINTS``) to ``varint``, two to three."""
 
 
 @pytest.mark.parametrize("round_", VARINT_EDGES)

@@ -59,10 +59,7 @@ def action_message(match_id: str, turn_id: int, action: int) -> bytes:
         prefix = b"\x0a" + varint(len(raw)) + raw if raw else b""
         if len(_ACTION_PREFIX) < _CACHE_LIMIT:
             _ACTION_PREFIX[match_id] = prefix
-    if turn_id < VARINTS_BELOW:
-        tid = b"\x10" + VARINTS[turn_id] if turn_id else b""
-    else:
-        tid = b"\x10" + varint(turn_id)
+    tid = (b"\x10" + VARINTS[turn_id] if turn_id < VARINTS_BELOW else b"\x10" + varint(turn_id)) if turn_id else b""
     body = prefix + tid + ((b"\x18" + (SMALL[action] if 0 < action < 0x80 else varint(action))) if action else b"")
     n = len(body)
     return b"\x12" + (SMALL[n] if n < 0x80 else varint(n)) + body
