@@ -25,13 +25,13 @@ import abc
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar, Final, overload
 
-CHANCE = -1
+CHANCE: Final = -1
 """``current_player()`` value at a chance node (dice to roll)."""
-SIMULTANEOUS = -2
+SIMULTANEOUS: Final = -2
 """``current_player()`` value when every seat acts at once."""
-TERMINAL = -4
+TERMINAL: Final = -4
 """``current_player()`` value once the game is over."""
 
 ParamValue = int | str | bool

@@ -58,7 +58,7 @@ class Asking(Publishing):
         per_move = self.per_move
         grace = self.grace
         is_legal = state.is_legal
-        shared_obs = state.observation(None) if self.game.public_observation else None
+        shared_obs = state.observation(None) if self.public_observation else None
         actions: list[int] = []
         failures: list[tuple[int, Termination, str]] = []
         for seat_index in acting:
@@ -139,8 +139,8 @@ class Asking(Publishing):
         seats' order. Those seats call :meth:`_answered` when their answer
         comes; a seat that has already failed does so before this returns.
         """
-        seats = self.seats
-        shared_obs = self.state.observation(None) if self.game.public_observation else None
+        synchronous = self.synchronous
+        shared_obs = self.state.observation(None) if self.public_observation else None
         turn_id = self.turn_id
         self.answers = [None] * len(acting)
         self.acting = acting
@@ -149,13 +149,13 @@ class Asking(Publishing):
         self.starting = True
         in_process = False
         for i, seat_index in enumerate(acting):
-            if seats[seat_index].synchronous:
+            if synchronous[seat_index]:
                 in_process = True  # asked below, once the others' Turns are out
             else:
                 self._ask(i, seat_index, turn_id + i + 1, shared_obs)
         if in_process:
             for i, seat_index in enumerate(acting):
-                if seats[seat_index].synchronous:
+                if synchronous[seat_index]:
                     self._ask(i, seat_index, turn_id + i + 1, shared_obs)
         self.turn_id = turn_id + len(acting)
         self.starting = False
@@ -175,7 +175,7 @@ class Asking(Publishing):
             self.overage_td[seat_index],
         )
         moves = self.pending[seat_index]
-        if seat.synchronous:  # answers at once (an in-process bot)
+        if self.synchronous[seat_index]:  # answers at once (an in-process bot)
             self.answers[i] = seat.act_now(
                 turn, moves, Update(self.record.match_id, tuple(moves), observation) if moves else None
             )
@@ -212,7 +212,7 @@ class Asking(Publishing):
             answers = self.answers
             seats = self.seats
             for i, seat_index in enumerate(self.acting):
-                if answers[i] is None and not seats[seat_index].synchronous:
+                if answers[i] is None and not self.synchronous[seat_index]:
                     seats[seat_index].cancel_ask()
             self.outstanding = 0
 

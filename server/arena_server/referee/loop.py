@@ -170,7 +170,9 @@ class _Referee(Asking):
         self.per_move_td = tc.per_move
         self.overage_td = [tc.overage] * n
         self.grace = tc.grace.total_seconds()
-        self.all_sync = all(s.synchronous for s in seats)
+        self.synchronous = [s.synchronous for s in seats]
+        self.all_sync = all(self.synchronous)
+        self.public_observation = game.public_observation
         self.callbacks = [] if self.all_sync else [functools.partial(self._answered, i) for i in range(n)]
         """``on_answer`` for the seat at each position of a decision (see :meth:`Seat.ask_then`); a reference
         cycle through this referee, broken when :meth:`play` returns."""

@@ -56,10 +56,12 @@ class RefereeState:
         "per_move_td",
         "player",
         "public_moves",
+        "public_observation",
         "record",
         "seats",
         "starting",
         "state",
+        "synchronous",
         "task",
         "tc",
         "track",
@@ -71,6 +73,10 @@ class RefereeState:
     game: Game
     seats: list[Seat]
     tc: TimeControl
+    synchronous: list[bool]
+    """Each seat's ``synchronous`` (read once: a seat's kind does not change during a match)."""
+    public_observation: bool
+    """The game's ``public_observation``: one observation for every seat, built once a decision."""
     record: MatchRecord
     log_players: Callable[[int], None]
     log_actions: Callable[[int], None]
