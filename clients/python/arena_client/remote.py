@@ -36,7 +36,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import grpc
 
@@ -56,6 +56,9 @@ from arena_client.wire import action_message, serialize
 from arena_games import ParamValue
 
 log = logging.getLogger("arena_client")
+
+_EOF: Final = grpc.aio.EOF
+"""The end of a stream, as a C static: from compiled code ``grpc.aio.EOF`` is two attribute lookups a read."""
 
 Threaded = bool | Literal["auto"]
 """Where ``act`` runs: ``True`` its worker thread, ``False`` inline on the event loop, ``"auto"`` (the default)
@@ -409,7 +412,7 @@ class Client:
                     welcome = await asyncio.wait_for(self._handshake(call), connect_timeout)
                 except TimeoutError:
                     raise _Retry(f"no answer within {connect_timeout:.3g} s") from None
-                if welcome is grpc.aio.EOF:
+                if welcome is _EOF:
                     raise _Retry("the server closed the stream before welcoming us")
                 if welcome.WhichOneof("kind") == "error":
                     if welcome.error.code == bs.ERROR_CODE_NAME_TAKEN and self.connections:
@@ -459,7 +462,7 @@ class Client:
         try:
             await call.done_writing()
             async with asyncio.timeout(CLOSE_TIMEOUT):
-                while await call.read() is not grpc.aio.EOF:
+                while await call.read() is not _EOF:
                     pass
         except (TimeoutError, grpc.aio.AioRpcError, grpc.aio.UsageError):
             pass
@@ -492,7 +495,7 @@ class Client:
         read = call.read
         while True:
             msg = await read() if worker is None else await inbox.next()  # (inline, nothing is read during act)
-            if msg is grpc.aio.EOF:
+            if msg is _EOF:
                 raise _Retry("the server closed the stream")
             if writer.error is not None:
                 raise writer.error  # a write failed: the stream is broken (handled as a failed read would be)
@@ -718,7 +721,7 @@ class _Inbox:
                     continue
                 reading, self._reading = self._reading, None
                 msg = reading.result()
-                if msg is grpc.aio.EOF:
+                if msg is _EOF:
                     raise _Retry("the server closed the stream")
                 if msg.WhichOneof("kind") == "ping":
                     self._writer.send(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
