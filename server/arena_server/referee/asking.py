@@ -36,9 +36,10 @@ from arena_server.referee.publishing import Publishing
 SHORT_LEGAL = 32
 """Longest legal-action list an answer is looked up in rather than asking the engine's ``is_legal``.
 
-From compiled code, a call into an engine's ``is_legal`` costs about 3,000
-instructions (RPS: ``bench/count_remote.py``); looking an int up in a tuple
-about 25 per item passed. Past a few dozen items the call is cheaper.
+From compiled code, a call into the RPS engine's ``is_legal`` costs about 1,700
+instructions (``bench/count_remote.py``); looking an int up in a tuple about
+25 per item passed. Past some 60 items the call is cheaper: 32 keeps a margin
+for engines whose ``is_legal`` is cheaper than RPS's.
 """
 
 
