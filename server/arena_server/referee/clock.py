@@ -14,9 +14,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import ClassVar, Final
 
-# The clocks as C statics: from compiled code, ``time.perf_counter()`` looks the function up in the
-# module every call (some 290 instructions); a Final is read directly.
-_perf_counter: Final = time.perf_counter
+perf_counter: Final = time.perf_counter
+monotonic: Final = time.monotonic
+"""The clocks for the compiled move path (``from arena_server.referee.clock import perf_counter``).
+
+From compiled code ``time.perf_counter()`` looks the function up in the ``time``
+module on every call (some 290 instructions); a module-level ``Final`` of a
+compiled module is a C static, read directly.
+"""
 
 
 class LoopLag:
@@ -50,7 +55,7 @@ class LoopLag:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.last_tick = _perf_counter()
+        self.last_tick = perf_counter()
         self.stalls: deque[tuple[float, float]] = deque(maxlen=32)
         """Recent stalls as (loop last seen running, loop running again), perf_counter seconds."""
         self.users = 0
@@ -69,7 +74,7 @@ class LoopLag:
         """Start watching (counted; pair with :meth:`release`)."""
         self.users += 1
         if self._handle is None:
-            self.last_tick = _perf_counter()
+            self.last_tick = perf_counter()
             self._handle = self.loop.call_later(self.PERIOD, self._tick)
 
     def release(self) -> None:
@@ -77,7 +82,7 @@ class LoopLag:
         self.users = max(self.users - 1, 0)
 
     def _tick(self) -> None:
-        now = _perf_counter()
+        now = perf_counter()
         if now - self.last_tick > self.LATE:
             self.stalls.append((self.last_tick, now))
         self.last_tick = now
@@ -136,7 +141,7 @@ class Deadline:
     def restart(self, delay: float, callback: Callable[[], None]) -> None:
         """Arm again: call ``callback`` after ``delay`` seconds of a responsive loop (replaces any armed one)."""
         self._callback = callback
-        self._due = due = _perf_counter() + delay
+        self._due = due = perf_counter() + delay
         if self._handle is not None:
             if self._when <= due:
                 return  # the timer fires first and moves itself to the new deadline
@@ -149,7 +154,7 @@ class Deadline:
         callback = self._callback
         if callback is None:
             return  # cancelled meanwhile: nothing to do, and no timer until the next restart
-        now = _perf_counter()
+        now = perf_counter()
         lag = self._lag
         if now < self._due:  # set for an earlier deadline that was pushed back: wait for this one
             self._schedule(self._due - now)
@@ -163,7 +168,7 @@ class Deadline:
         callback()
 
     def _schedule(self, delay: float) -> None:
-        self._when = _perf_counter() + delay
+        self._when = perf_counter() + delay
         self._handle = self._lag.loop.call_later(delay, self._fire)
 
     def cancel(self) -> None:

@@ -7,17 +7,13 @@ after the fact (a hosted bot cannot be pre-empted, but it still loses on time).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
 from arena_client import Bot, MatchInfo, MatchResult, PublicMove, Resign, SeatInfo, Termination, Turn, Update
 from arena_server.referee.answer import Answer
+from arena_server.referee.clock import perf_counter
 from arena_server.referee.seat import Seat
-
-# The clocks as C statics: from compiled code, ``time.perf_counter()`` looks the function up in the
-# module every call (some 290 instructions); a Final is read directly.
-_perf_counter: Final = time.perf_counter
 
 
 class InProcessSeat(Seat):
@@ -45,16 +41,16 @@ class InProcessSeat(Seat):
         if self._failure is not None:
             return self._failure
         bot = self.bot
-        start = _perf_counter()
+        start = perf_counter()
         try:
             if update is not None and self.wants_updates:
                 bot.on_update(update)
             action = bot.act(turn)
         except Resign as exc:
-            return Answer(None, _perf_counter() - start, Termination.RESIGN, f"resigned: {exc}")
+            return Answer(None, perf_counter() - start, Termination.RESIGN, f"resigned: {exc}")
         except Exception as exc:
-            return Answer(None, _perf_counter() - start, Termination.CRASH, f"raised in act: {exc!r}")
-        elapsed = _perf_counter() - start
+            return Answer(None, perf_counter() - start, Termination.CRASH, f"raised in act: {exc!r}")
+        elapsed = perf_counter() - start
         if type(action) is not int:
             try:
                 action = int(action)  # numpy integers and the like

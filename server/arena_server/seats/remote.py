@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, Final
 
@@ -46,17 +45,14 @@ from arena.v1 import bot_session_pb2 as bs
 from arena_client import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_client.convert import match_info_to_proto, result_to_proto, update_to_proto
 from arena_server.referee.answer import Answer
-from arena_server.referee.clock import Deadline, LoopLag
+from arena_server.referee.clock import Deadline, LoopLag, monotonic, perf_counter
 from arena_server.referee.seat import Seat
 from arena_server.seats.action_wire import WireAction
 from arena_server.seats.turn_ids import TurnIds
 from arena_server.seats.turn_wire import server_message_turn
 
-# The clocks and asyncio's Future class as C statics: from compiled code, ``time.perf_counter()`` looks
-# the function up in the module every call (some 290 instructions); a Final is read directly.
-_perf_counter: Final = time.perf_counter
-_monotonic: Final = time.monotonic
 _Future: Final = asyncio.Future
+"""asyncio's Future class as a C static (as the clocks of :mod:`arena_server.referee.clock`)."""
 
 MAX_MESSAGE_BYTES = 64 * 1024
 """Largest bot message the server accepts (a bot never needs more than a few bytes)."""
@@ -260,7 +256,7 @@ class RemoteSession:
                 msg, _on_written = outbox[0]
                 if self._watchdog is None:
                     self._watchdog = loop.call_later(self.write_timeout, self._watch)
-                self._writing_since = _monotonic()
+                self._writing_since = monotonic()
                 coro = self._write(msg).__await__()
                 self._in_flight = coro
                 self._in_flight_msg = msg
@@ -354,7 +350,7 @@ class RemoteSession:
         """The write deadline: one timer per session, re-armed for the write in progress (if any)."""
         loop = asyncio.get_running_loop()
         since = self._writing_since
-        now = _monotonic()
+        now = monotonic()
         if since is not None and now - since >= self.write_timeout:
             self._watchdog = None
             self._write_timed_out = True
@@ -536,7 +532,7 @@ class RemoteSeat(Seat):
         self._issued.add(turn_id)
         self.last_turn_args = (turn, moves)
         self._turn_msg = msg = server_message_turn(turn, moves)
-        self._started = _perf_counter()
+        self._started = perf_counter()
         # Started here when the stream is idle, but owned by the session: an abort never cuts it in half;
         # a bot that does not read is disconnected by the write deadline.
         self.session.send_nowait(msg, self._written)
@@ -565,7 +561,7 @@ class RemoteSeat(Seat):
             return  # an earlier turn's write (the bot answered it first), or the turn already ended
         session = self.session
         session.owed_turn = self._expected
-        self._started = _perf_counter()
+        self._started = perf_counter()
         deadline = self._deadline
         if deadline is None:
             self._deadline = self._lag.deadline(self._timeout, self._expire)  # type: ignore[union-attr]
@@ -577,7 +573,7 @@ class RemoteSeat(Seat):
             self._answer(
                 Answer(
                     None,
-                    _perf_counter() - self._started,
+                    perf_counter() - self._started,
                     Termination.TIMEOUT,
                     f"did not answer turn {self._expected} within {self._timeout:.3f}s",
                 )
@@ -602,7 +598,7 @@ class RemoteSeat(Seat):
         if self._on_answer is not None and action.turn_id == self._expected and match_id == self.match_id:
             # A stall of the server's loop just before this read is not the bot's time.
             started = self._started
-            read = _perf_counter()
+            read = perf_counter()
             lag: LoopLag = self._lag  # type: ignore[assignment]
             stalls = lag.stalls
             if read - lag.last_tick > lag.LATE or (stalls and stalls[-1][1] >= read - lag.RECENT):
@@ -639,7 +635,7 @@ class RemoteSeat(Seat):
         if self._failure is None:
             self._failure = Answer(None, 0.0, termination, reason)
         if self._on_answer is not None:
-            self._answer(Answer(None, _perf_counter() - self._started, termination, reason))
+            self._answer(Answer(None, perf_counter() - self._started, termination, reason))
 
     def update(self, update: Update) -> None:
         if self._failure is None:
