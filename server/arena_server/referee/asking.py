@@ -56,9 +56,6 @@ class Asking(Publishing):
         state = self.state
         seats = self.seats
         match_id = self.record.match_id
-        per_move = self.per_move
-        grace = self.grace
-        is_legal = state.is_legal
         shared_obs = state.observation(None) if self.public_observation else None
         actions: list[int] = []
         failures: list[tuple[int, Termination, str]] = []
@@ -80,27 +77,40 @@ class Asking(Publishing):
                 update = Update(match_id, tuple(pending), turn.observation)
                 pending.clear()
             ans = seats[seat_index].act_now(turn, (), update)
-            action = ans.action
-            # Fast path inline; anything unusual (failure, overtime, illegal) goes through _check.
-            if action is None or not (
-                ans.failure is None
-                and ans.elapsed - grace <= per_move
-                and (action in legal if len(legal) <= SHORT_LEGAL else is_legal(seat_index, action))
-            ):
-                failure = self._check(seat_index, ans, per_move, grace)
+            if not self._passes(seat_index, ans, legal):
+                failure = self._check(seat_index, ans, self.per_move, self.grace)
                 if failure is not None:
                     failures.append(failure)
                     continue
-                assert action is not None  # (_check passes only an answer with an action)
-            self.log_players(seat_index)
-            self.log_actions(action)
-            self.log_elapsed_us(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))
-            self.log_legal(1)
+            action = ans.action
+            assert action is not None  # (an answer that passes has an action)
+            self._log(seat_index, action, ans.elapsed)
             actions.append(action)
         if failures:
             self.failures = failures
             return None
         return actions
+
+    def _passes(self, seat_index: int, ans: Answer, legal: Sequence[int]) -> bool:
+        """Whether an answer passes inline: an action, on time, legal (see :data:`SHORT_LEGAL`).
+
+        The usual answer; anything else (a failure, overtime, an illegal or
+        unlisted action) goes through :meth:`_check`, which decides.
+        """
+        action = ans.action
+        return (
+            action is not None
+            and ans.failure is None
+            and ans.elapsed - self.grace <= self.per_move
+            and (action in legal if len(legal) <= SHORT_LEGAL else self.state.is_legal(seat_index, action))
+        )
+
+    def _log(self, seat_index: int, action: int, elapsed: float) -> None:
+        """Append a judged, legal action to the match's move log."""
+        self.log_players(seat_index)
+        self.log_actions(action)
+        self.log_elapsed_us(min(int(elapsed * 1e6), 0xFFFFFFFF))
+        self.log_legal(1)
 
     def _check(
         self, seat_index: int, ans: Answer, per_move: float, grace: float
@@ -225,27 +235,18 @@ class Asking(Publishing):
         """
         acting = self.acting
         answers = self.answers
-        per_move = self.per_move
-        grace = self.grace
-        is_legal = self.state.is_legal
         legals = self.legal
         actions: list[int] = []
         failures: list[tuple[int, Termination, str]] | None = None
         for i, ans in enumerate(answers):
             if ans is None:
                 continue  # not awaited to the end because another seat failed first
-            action = ans.action
-            legal = legals[i]
-            if (
-                ans.failure is None
-                and ans.elapsed - grace <= per_move
-                and (action in legal if len(legal) <= SHORT_LEGAL else is_legal(acting[i], action))  # type: ignore[arg-type]
-            ):
-                actions.append(action)  # type: ignore[arg-type]
+            if self._passes(acting[i], ans, legals[i]):
+                actions.append(ans.action)  # type: ignore[arg-type]
                 continue
-            failure = self._check(acting[i], ans, per_move, grace)
+            failure = self._check(acting[i], ans, self.per_move, self.grace)
             if failure is None:
-                actions.append(action)  # type: ignore[arg-type]
+                actions.append(ans.action)  # type: ignore[arg-type]
             else:
                 if failures is None:
                     failures = []
@@ -253,15 +254,8 @@ class Asking(Publishing):
         if failures is not None:
             self.failures = failures
             return None
-        log_players = self.log_players
-        log_actions = self.log_actions
-        log_elapsed_us = self.log_elapsed_us
-        log_legal = self.log_legal
         for i, action in enumerate(actions):
-            log_players(acting[i])
-            log_actions(action)
-            log_elapsed_us(min(int(answers[i].elapsed * 1e6), 0xFFFFFFFF))  # type: ignore[union-attr]
-            log_legal(1)
+            self._log(acting[i], action, answers[i].elapsed)  # type: ignore[union-attr]
         return actions
 
     async def _finish_failures(self) -> None:

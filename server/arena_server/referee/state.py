@@ -112,7 +112,7 @@ class RefereeState:
     answers: list[Answer | None]
     """By position in ``acting``; None until that seat answers."""
     legal: list[Sequence[int]]
-    """By position in ``acting``: the legal actions its Turn listed (checked against in :meth:`Asking._judge`)."""
+    """By position in ``acting``: the legal actions its Turn listed (see :meth:`Asking._passes`)."""
     outstanding: int
     """Asks not yet answered."""
     cut_short: bool
