@@ -362,6 +362,24 @@ async def test_get_match_of_a_million_rounds_is_paged_and_does_not_stall_the_loo
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+async def test_create_match_with_wait_answers_one_page_of_a_long_match(live_server: LiveServer) -> None:
+    # Unpaged, the reply to CreateMatch(wait) carried every move: past about 100,000 moves it was over
+    # gRPC's 4 MB message limit, and a match of up to 10 million rounds may be asked for.
+    rounds = matches_api.MAX_MOVES_PER_PAGE // 2 + 1_000
+    async with live_server.channel() as channel:
+        stub = mp_grpc.MatchServiceStub(channel)
+        create = mp.CreateMatchRequest(game="rps", bots=["random", "rotate"], wait=True)
+        create.params["rounds"].int_value = rounds
+        reply = await stub.CreateMatch(create)
+        record = reply.record
+        assert record.status == mp.MATCH_STATUS_FINISHED and record.move_count == 2 * rounds
+        assert len(record.moves) == matches_api.MAX_MOVES_PER_PAGE
+        assert record.next_move_offset == matches_api.MAX_MOVES_PER_PAGE
+        assert record == await stub.GetMatch(mp.GetMatchRequest(match_id=reply.match_id))  # GetMatch's first page
+        rest = await stub.GetMatch(mp.GetMatchRequest(match_id=reply.match_id, move_offset=record.next_move_offset))
+        assert [m.ply for m in (*record.moves, *rest.moves)] == list(range(2 * rounds)) and rest.next_move_offset == 0
+
+
 # -- 5. Pong flood ----------------------------------------------------------------------------------
 
 

@@ -102,7 +102,9 @@ class CreateMatchRequest(_message.Message):
     seed); the record then says seed_chosen.
     """
     wait: _builtins.bool
-    """Wait for the end and return the record."""
+    """Wait for the end and return the record, with the first page of its moves
+    (as GetMatch gives it; next_move_offset says where the rest starts).
+    """
     @_builtins.property
     def params(self) -> _containers.MessageMap[_builtins.str, _common_pb2.ParamValue]: ...
     @_builtins.property

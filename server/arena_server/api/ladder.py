@@ -135,7 +135,7 @@ class LadderServicer(lp_grpc.LadderServiceServicer):
                 mine = fx.seats[seat]
                 score = mine.score
                 result = "win" if mine.win else "draw" if mine.draw else "loss"
-            out.matches.add(match=record_to_proto(record, with_moves=False), seat=seat, score=score, result=result)
+            out.matches.add(match=record_to_proto(record), seat=seat, score=score, result=result)
         return out
 
     async def GetSeatMessages(self, request: lp.GetSeatMessagesRequest, context: Ctx) -> lp.GetSeatMessagesResponse:  # type: ignore[override]

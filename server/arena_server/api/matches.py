@@ -7,7 +7,6 @@ into its wire form; the seed shows only once the match has ended.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -16,7 +15,6 @@ from arena.v1 import common_pb2 as common
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import (
-    duration,
     observation_to_proto,
     params_from_proto,
     params_to_proto,
@@ -52,12 +50,12 @@ _GRPC_CODES = {
 }
 
 
-def record_to_proto(record: MatchRecord, running: bool = False, with_moves: bool = True) -> mp.MatchRecord:
+def record_to_proto(record: MatchRecord, running: bool = False) -> mp.MatchRecord:
     """A stored or live match as ``arena.v1.MatchRecord``.
 
     For a running match the seed stays secret (only its commitment
-    ``seed_sha256`` is shown) and only public moves are listed; the seed is
-    revealed once the match has ended, finished or aborted.
+    ``seed_sha256`` is shown); the seed is revealed once the match has ended,
+    finished or aborted. No moves: :func:`record_page` adds a page of them.
     """
     game = record.game
     msg = mp.MatchRecord(
@@ -85,21 +83,6 @@ def record_to_proto(record: MatchRecord, running: bool = False, with_moves: bool
             msg.ended_at.FromDatetime(record.ended_at)
         if record.offender is not None:
             msg.offender = record.offender
-    if with_moves:
-        reveal = not running and record.termination is not None
-        for ply, (player, action, elapsed, legal) in enumerate(record.moves):
-            if player == CHANCE and not (reveal or game.chance_is_public):
-                continue
-            msg.moves.append(
-                mp.MoveRecord(
-                    ply=ply,
-                    seat=player,
-                    action=action,
-                    label=game.action_to_string(player, action),
-                    elapsed=duration(timedelta(seconds=elapsed)),
-                    legal=legal,
-                )
-            )
     return msg
 
 
@@ -149,7 +132,8 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         response = mp.CreateMatchResponse(match_id=running.record.match_id)
         if request.wait and running.task is not None:
             record = await asyncio.shield(running.task)
-            response.record.CopyFrom(record_to_proto(record))
+            # The first page of moves, as GetMatch gives it: a long match's reply stays bounded.
+            response.record.CopyFrom(await record_page(record, 0, 0))
         return response
 
     def _done(self, caller: str) -> None:
@@ -203,7 +187,7 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
             records = await self.hub.store.list_matches(request.game, request.bot, limit)
             counts = await self.hub.store.move_counts([r.match_id for r in records])
             for record in records:
-                msg = record_to_proto(record, with_moves=False)
+                msg = record_to_proto(record)
                 live = self.hub.running.get(record.match_id)
                 msg.move_count = len(live.record.moves) if live is not None else counts.get(record.match_id, 0)
                 out.matches.append(msg)
@@ -236,7 +220,7 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         try:
             async for kind, payload in self.hub.watch(match_id):
                 if kind == "started":
-                    await send(mp.MatchEvent(started=record_to_proto(payload, running=True, with_moves=False)))
+                    await send(mp.MatchEvent(started=record_to_proto(payload, running=True)))
                 elif kind == "moves":
                     moves, seen = payload
                     await send(
@@ -286,7 +270,7 @@ async def record_page(record: MatchRecord, offset: int, limit: int, running: boo
     stop = min(total, start + limit)
     players, actions = log.players[start:stop], log.actions[start:stop]
     elapsed, legal = log.elapsed_us[start:stop], log.legal[start:stop]
-    msg = record_to_proto(record, running=running, with_moves=False)
+    msg = record_to_proto(record, running=running)
     msg.move_count = total
     msg.next_move_offset = stop if stop < total else 0
     reveal = not running and record.termination is not None
