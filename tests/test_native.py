@@ -154,6 +154,7 @@ PURE_SUITE = (
     "tests/server/test_check_remote.py",
     "tests/server/test_move_path.py",
     "tests/server/test_play_remote.py",
+    "tests/server/test_record_wire.py",
     "tests/server/test_referee.py",
     "tests/server/test_referee_inline.py",
     "tests/server/test_referee_legality.py",

@@ -31,7 +31,9 @@ def test_an_action_is_the_bytes_protobuf_writes(match_id: str, turn_id: int, act
     assert serialize(raw) is raw and serialize(message) == raw
 
 
-@pytest.mark.parametrize("turn_id", [0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, 2**21, 2**32 - 1])
+@pytest.mark.parametrize(
+    "turn_id", [0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**32 - 1]
+)
 @pytest.mark.parametrize("action", [0, 1, 2, 127, 128, 16384, -1, 2**31 - 1])
 def test_an_action_at_the_varint_edges(turn_id: int, action: int) -> None:
     """Where turn ids hand over: one byte to two, the table (``wire.VARINTS``) to ``varint``, two bytes to three."""

@@ -40,7 +40,11 @@ def protobuf_bytes(turn: Turn, public: list[PublicMove]) -> bytes:
 
 
 @pytest.mark.parametrize(
-    "n", [0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, 2**31 - 1, 2**32 - 1, 2**63 - 1, -1, -(2**31)]
+    "n",
+    [
+        *(0, 1, 127, 128, 300, 4095, 4096, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28),
+        *(2**31 - 1, 2**32 - 1, 2**63 - 1, -1, -(2**31)),
+    ],
 )
 def test_varint_matches_protobuf(n: int) -> None:
     move = bs.Action(action=n) if -(2**31) <= n < 2**31 else None

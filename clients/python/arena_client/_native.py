@@ -39,6 +39,7 @@ MODULES = (
     "arena_client.remote",
     "arena_client.wire",
     "arena_server.api.bot_session",
+    "arena_server.api.record_wire",
     "arena_server.api.remote_check",
     "arena_server.referee.answer",
     "arena_server.referee.asking",

@@ -35,6 +35,10 @@ def varint(n: int) -> bytes:
         return VARINTS[n]
     if 0 < n < 0x4000:
         return bytes(((n & 0x7F) | 0x80, n >> 7))
+    if 0 < n < 0x200000:  # (three and four bytes written out: a Duration's nanoseconds, a long match's plies)
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
+    if 0 < n < 0x10000000:
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, ((n >> 14) & 0x7F) | 0x80, n >> 21))
     if n < 0:
         n += 1 << 64
     out = bytearray()
