@@ -18,7 +18,7 @@ import pytest
 import arena_bots
 from arena_games import load_game
 from arena_server.matches.hub import Hub
-from arena_server.store.database import Store, StoreError
+from arena_server.store.database import Store, StoreError, decode_moves
 from arena_server.store.writer import WorkerStore, serve_writes
 
 MATCHES = [
@@ -51,7 +51,13 @@ async def play_all(hub: Hub) -> None:
 
 def tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
     with sqlite3.connect(db) as conn:
-        return {name: conn.execute(sql).fetchall() for name, sql in RATING_TABLES.items()}
+        out = {name: conn.execute(sql).fetchall() for name, sql in RATING_TABLES.items()}
+        # The moves, decoded, without their timings (a worker encodes them before they cross to the writer).
+        out["moves"] = [
+            tuple((log.players, log.actions, log.legal) for log in (decode_moves(blob),))
+            for (blob,) in conn.execute("SELECT moves FROM matches ORDER BY id")
+        ]
+        return out
 
 
 async def test_worker_writes_match_the_single_process_store(tmp_path: Path) -> None:
@@ -79,6 +85,7 @@ async def test_worker_writes_match_the_single_process_store(tmp_path: Path) -> N
 
     got, want = tables(shared_db), tables(direct_db)
     assert len(want["rated_matches"]) == 4 and any(row[7] is not None for row in want["ratings"])  # PL ran
+    assert all(len(moves[0][1]) >= 20 for moves in want["moves"])
     assert got == want
 
 

@@ -246,6 +246,44 @@ async def _encode_off_loop(log: MoveLog) -> bytes:
     return encode_moves(log)
 
 
+StartRows = tuple[tuple[Any, ...], list[tuple[int, str, int, str]]]
+"""A match's start as the store writes it: the ``matches`` row's values and one ``match_seats`` row per seat."""
+
+EndRow = tuple[Any, ...]
+"""A match's end as the store writes it: the values of the ``UPDATE matches`` (the move list encoded)."""
+
+
+def start_rows(record: MatchRecord) -> StartRows:
+    """What :meth:`Store.start_match` inserts for ``record``: plain values, cheap to send to the store writer."""
+    params = (
+        record.game.name,
+        json.dumps(dict(record.game.params)),
+        record.seed_sha256,
+        int(record.seed_chosen),
+        _tc_json(record.time_control),
+        int(record.rated),
+        record.started_at.isoformat(),
+    )
+    return params, [(s.seat, s.bot_name, s.bot_version, s.kind) for s in record.seats]
+
+
+async def end_row(record: MatchRecord) -> EndRow:
+    """What :meth:`Store.finish_match` writes for ``record`` (its moves encoded, off the loop when many)."""
+    assert record.termination is not None, "finish_match needs a finished record"
+    return (
+        "aborted" if record.termination == Termination.ABORTED else "finished",
+        int(record.termination or Termination.ABORTED),
+        record.offender,
+        record.reason,
+        json.dumps(list(record.returns)),
+        (record.ended_at or datetime.now(UTC)).isoformat(),
+        len(record.moves),
+        await _encode_off_loop(record.moves),
+        "" if record.seed_sealed else record.seed,  # revealed now that the match is over
+        int(record.match_id),
+    )
+
+
 def decode_moves(blob: bytes | None) -> MoveLog:
     """Unpack :func:`encode_moves` output."""
     log = MoveLog()
@@ -425,16 +463,12 @@ class Store:
         One transaction, in a hop to the database thread shared with the other
         matches starting or ending meanwhile (see :class:`_WriteQueue`).
         """
-        params = (
-            record.game.name,
-            json.dumps(dict(record.game.params)),
-            record.seed_sha256,
-            int(record.seed_chosen),
-            _tc_json(record.time_control),
-            int(record.rated),
-            record.started_at.isoformat(),
-        )
-        seats = [(s.seat, s.bot_name, s.bot_version, s.kind) for s in record.seats]
+        record.match_id = str(await self.insert_start(start_rows(record)))
+        return record.match_id
+
+    async def insert_start(self, rows: StartRows) -> int:
+        """Insert a match's :func:`start_rows`; returns the new match's id."""
+        params, seats = rows
 
         def insert(db: sqlite3.Connection) -> int:
             cur = db.execute(
@@ -450,9 +484,7 @@ class Store:
             )
             return match_id
 
-        match_id = await self._writes.run(insert)
-        record.match_id = str(match_id)
-        return record.match_id
+        return await self._writes.run(insert)
 
     async def read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run the read-only ``work`` on the connection's own thread: one hop to it and back.
@@ -485,30 +517,22 @@ class Store:
         :class:`_WriteQueue`). ``extra`` is a coroutine on the loop: one hop per
         statement, under :attr:`write_lock`.
         """
-        assert record.termination is not None, "finish_match needs a finished record"
-        status = "aborted" if record.termination == Termination.ABORTED else "finished"
+        await self.write_end(await end_row(record), extra)
+
+    async def write_end(
+        self, row: EndRow, extra: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None
+    ) -> None:
+        """Write a match's :func:`end_row`, and ``extra`` in the same transaction (see :meth:`finish_match`)."""
         sql = (
             "UPDATE matches SET status = ?, termination = ?, offender = ?, reason = ?, returns = ?, "
             "ended_at = ?, move_count = ?, moves = ?, seed = ? WHERE id = ?"
         )
-        params = (
-            status,
-            int(record.termination or Termination.ABORTED),
-            record.offender,
-            record.reason,
-            json.dumps(list(record.returns)),
-            (record.ended_at or datetime.now(UTC)).isoformat(),
-            len(record.moves),
-            await _encode_off_loop(record.moves),
-            "" if record.seed_sealed else record.seed,  # revealed now that the match is over
-            int(record.match_id),
-        )
         if extra is None:
-            await self._writes.run(lambda db: db.execute(sql, params))
+            await self._writes.run(lambda db: db.execute(sql, row))
             return
 
         async def end_with_extra(conn: aiosqlite.Connection) -> None:
-            await conn.execute(sql, params)
+            await conn.execute(sql, row)
             await extra(conn)
 
         await self.local_transaction(end_with_extra)

@@ -8,7 +8,11 @@ writer), and every write (a match starting, a match ending with its rating
 change and failure report, a sealed seed revealed, a match's logs) travels to
 the main process over a Unix socket as a pickled request, which
 :func:`serve_writes` carries out on the real :class:`Store` and answers once
-committed. ``finish_match`` returns only after that answer, so the hub tells
+committed. A match's start and end travel as the rows the store writes
+(:func:`~arena_server.store.database.start_rows`,
+:func:`~arena_server.store.database.end_row`): plain values, the move list
+already encoded by the worker, so the one writer neither unpickles records nor
+compresses their moves. ``finish_match`` returns only after that answer, so the hub tells
 the seats the end only after it is in the database: commit-before-notify holds
 across the hop.
 
@@ -31,13 +35,14 @@ import re
 import sqlite3
 import struct
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 import aiosqlite
 
-from arena_server.referee.records import MatchRecord
-from arena_server.store.database import Store, StoreError
-from arena_server.store.ratings import rating_change
+from arena_server.referee.records import MatchRecord, MoveLog
+from arena_server.store.database import Store, StoreError, end_row, start_rows
+from arena_server.store.ratings import is_ratable, rating_change
 
 Hook = Callable[[aiosqlite.Connection], Awaitable[None]]
 
@@ -218,13 +223,16 @@ class WorkerStore(Store):
         return await waiter
 
     async def start_match(self, record: MatchRecord) -> str:
-        match_id = str(await self._call("start", record))
+        match_id = str(await self._call("start", start_rows(record)))
         record.match_id = match_id
         return match_id
 
     async def finish_match(self, record: MatchRecord, extra: Hook | None = None) -> None:
-        assert record.termination is not None, "finish_match needs a finished record"
-        await self._call("finish", record, await _journal(extra))
+        # The row is built here (the move list encoded by this worker); the record itself travels only
+        # when the writer needs it for a rating change, and then without its moves.
+        row = await end_row(record)
+        rated = replace(record, moves=MoveLog()) if is_ratable(record) else None
+        await self._call("finish", row, rated, await _journal(extra))
 
     async def reveal_seed(self, seed: str) -> None:
         await self._call("reveal", seed)
@@ -262,16 +270,17 @@ async def serve_writes(
         try:
             value: Any = None
             if op == "start":
-                value = await store.start_match(args[0])
+                value = await store.insert_start(args[0])
             elif op == "finish":
-                record, statements = args
-                hooks = [h for h in (rating_change(record), _replay(statements)) if h is not None]
+                row, rated, statements = args
+                rating = rating_change(rated) if rated is not None else None
+                hooks = [h for h in (rating, _replay(statements)) if h is not None]
 
                 async def extra(conn: aiosqlite.Connection) -> None:
                     for hook in hooks:
                         await hook(conn)
 
-                await store.finish_match(record, extra if hooks else None)
+                await store.write_end(row, extra if hooks else None)
             elif op == "reveal":
                 await store.reveal_seed(args[0])
             elif op == "ready":
