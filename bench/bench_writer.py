@@ -1,0 +1,175 @@
+"""The one store writer's CPU per match, against the same matches stored by an in-process store, same run.
+
+With ``arena serve --workers N`` every match's start and end travel from the
+worker that plays it to the main process, the only one that writes the
+SQLite file (``arena_server.store.writer``). However many cores the workers
+have, that one process must keep up: its CPU per match is the ceiling of the
+whole server (matches per second at one full core).
+
+Three measurements, interleaved ``--repeats`` times, each over ``--matches``
+finished 1,000-round RPS matches (real move logs: random moves and thinking
+times) written 8 at a time:
+
+* **writer**: a real writer process (``serve_writes`` on a real ``Store``,
+  its own SQLite file) and, in this process, two ``WorkerStore`` connections
+  playing the workers' part over the real Unix socket. The writer's CPU comes
+  from ``/proc``;
+* **workers' side**: this process's CPU for the same run (building the rows,
+  encoding the moves, the socket);
+* **in-process**: the same matches written by a ``Store`` in this process, as
+  ``arena serve --workers 1`` writes them (its database thread included).
+
+It prints each per match, the ratio of the writer's and workers' sum to the
+in-process store (what crossing to the writer adds), and the writer's ceiling.
+Run: ``.venv/bin/python bench/bench_writer.py [--matches 1000] [--repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from multiprocessing.synchronize import Event
+
+from arena_client import SeatInfo, Termination, TimeControl
+from arena_games import load_game
+from arena_server.referee.records import MatchRecord, MoveLog
+from arena_server.store.database import Store
+
+MATCHES = 1000
+REPEATS = 3
+ROUNDS = 1000
+CONCURRENT = 8
+WORKERS = 2
+DISTINCT = 32
+"""Distinct move logs, reused round robin (building 1,000 of them would take longer than storing them)."""
+
+
+def records() -> list[MatchRecord]:
+    game = load_game("rps", rounds=ROUNDS)
+    out = []
+    for i in range(DISTINCT):
+        rng = random.Random(f"bench-writer-{i}")
+        log = MoveLog()
+        for ply in range(2 * ROUNDS):
+            log.add(ply % 2, rng.randrange(3), rng.uniform(5e-6, 5e-4))
+        seats = (SeatInfo(0, "rotate"), SeatInfo(1, "beat-last"))
+        out.append(MatchRecord("", game, seats, TimeControl(), f"seed-{i}", "ab" * 32, datetime.now(UTC), moves=log))
+    return out
+
+
+async def write(stores: list[Store], recs: list[MatchRecord], matches: int) -> None:
+    """``matches`` matches started and finished, ``CONCURRENT`` at a time, spread over ``stores``."""
+    left = list(range(matches))
+
+    async def one_at_a_time(k: int) -> None:
+        store = stores[k % len(stores)]
+        while left:
+            record = recs[left.pop() % len(recs)]
+            record.termination = record.ended_at = None
+            await store.start_match(record)
+            record.termination, record.returns, record.ended_at = Termination.NORMAL, (1.0, -1.0), datetime.now(UTC)
+            await store.finish_match(record)
+
+    await asyncio.gather(*(one_at_a_time(k) for k in range(CONCURRENT)))
+
+
+def writer_process(db: str, socket_path: str, ready: Event) -> None:
+    from arena_server.store.writer import serve_writes
+
+    async def serve() -> None:
+        store = await Store.open(db)
+        await asyncio.start_unix_server(lambda r, w: serve_writes(store, r, w), socket_path)
+        ready.set()
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+def process_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+async def through_writer(db: str, socket_path: str, recs: list[MatchRecord], matches: int) -> None:
+    from arena_server.store.writer import WorkerStore
+
+    stores: list[Store] = [await WorkerStore.connect(db, socket_path) for _ in range(WORKERS)]
+    try:
+        await write(stores, recs, matches)
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def in_process(db: str, recs: list[MatchRecord], matches: int) -> None:
+    store = await Store.open(db)
+    try:
+        await write([store], recs, matches)
+    finally:
+        await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--matches", type=int, default=MATCHES)
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+    args = parser.parse_args()
+    if args.matches < 1 or args.repeats < 1:
+        parser.error("--matches and --repeats must be at least 1")
+    recs = records()
+    writer_ms, workers_ms, local_ms = [], [], []
+    with tempfile.TemporaryDirectory() as folder:
+        db, socket_path = os.path.join(folder, "writer.db"), os.path.join(folder, "writer.sock")
+        context = multiprocessing.get_context("spawn")
+        ready = context.Event()
+        writer = context.Process(target=writer_process, args=(db, socket_path, ready), daemon=True)
+        writer.start()
+        if not ready.wait(60):
+            raise SystemExit("the writer process did not start")
+        assert writer.pid is not None
+        try:
+            asyncio.run(through_writer(db, socket_path, recs, 50))  # warm-up
+            asyncio.run(in_process(os.path.join(folder, "local.db"), recs, 50))
+            for _ in range(args.repeats):
+                before, mine, start = process_cpu(writer.pid), own_cpu(), time.perf_counter()
+                asyncio.run(through_writer(db, socket_path, recs, args.matches))
+                wall = time.perf_counter() - start
+                writer_ms.append(1e3 * (process_cpu(writer.pid) - before) / args.matches)
+                workers_ms.append(1e3 * (own_cpu() - mine) / args.matches)
+                mine = own_cpu()
+                asyncio.run(in_process(os.path.join(folder, "local.db"), recs, args.matches))
+                local_ms.append(1e3 * (own_cpu() - mine) / args.matches)
+                print(
+                    f"  {args.matches} matches: writer {writer_ms[-1]:.3f} ms, workers' side {workers_ms[-1]:.3f} ms, "
+                    f"in-process {local_ms[-1]:.3f} ms CPU a match ({args.matches / wall:.0f} matches/s via the writer)"
+                )
+        finally:
+            writer.kill()
+    w, k, local = (statistics.median(x) for x in (writer_ms, workers_ms, local_ms))
+    print(
+        f"{args.matches} finished {ROUNDS}-round RPS matches, {CONCURRENT} at a time, median of {args.repeats}; "
+        f"Python {sys.version.split()[0]}"
+    )
+    print(f"store writer (main process)     : {w:6.3f} ms CPU a match")
+    print(f"workers' side of the same writes: {k:6.3f} ms CPU a match")
+    print(f"in-process store (--workers 1)  : {local:6.3f} ms CPU a match")
+    print(f"through the writer / in-process : {(w + k) / local:6.2f}x")
+    print(f"the writer's ceiling            : {1e3 / w:6.0f} matches/s at one full core")
+
+
+if __name__ == "__main__":
+    main()
