@@ -6,8 +6,12 @@ started by this script. The load is refereeing: ``CreateMatch`` with
 ``beat-last``), issued over 8 separate gRPC connections (the per-caller cap is 8 running matches) (the kernel spreads
 connections over the workers' shared port) from one shared queue of matches,
 so a worker that gets fewer connections still gets work. The client side
-costs one RPC per match, so nearly all the CPU is the server's. Every match
-is stored by the one writer (the main process) before its reply.
+costs one RPC per match, and every match is stored by the one writer (the
+main process) before its reply. Each run also prints the CPU a match took
+in all of the server's processes (from /proc) and in this client: on a
+machine this small the client and the writer share the workers' cores, so
+the server's CPU a match with two workers against one is what splitting the
+server costs, apart from the cores the client takes.
 
 The two configurations alternate ``REPEATS`` times so background load hits
 both alike; the ratio is the median of the per-repeat ratios.
@@ -90,8 +94,30 @@ def start_server(workers: int, db: str) -> tuple[subprocess.Popen[str], int]:
     raise SystemExit(f"arena serve --workers {workers} did not start")
 
 
-async def load(port: int, matches: int) -> tuple[float, float, float]:
-    """Moves per second over ``matches`` hosted-vs-hosted matches, the window's seconds and its tail's.
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its children (the workers), from /proc."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # (gone meanwhile)
+        if int(entry) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+async def load(port: int, matches: int, server_pid: int | None = None) -> tuple[float, float, float, float, float]:
+    """Moves per second over ``matches`` hosted-vs-hosted matches, the window's seconds and its tail's,
+    and the CPU seconds a match of the server (all its processes; 0 without ``server_pid``) and of this client.
 
     The tail is the time from the last match's start (the queue empty) to the end of the window.
     """
@@ -123,19 +149,25 @@ async def load(port: int, matches: int) -> tuple[float, float, float]:
         queue.put_nowait(i)
     moves = 0
     last_start.clear()
+    server_before = tree_cpu(server_pid) if server_pid is not None else 0.0
+    client_before = own_cpu()
     start = time.perf_counter()
     await asyncio.gather(*(connection(i) for i in range(CONNECTIONS)))
     end = time.perf_counter()
-    return moves / (end - start), end - start, end - last_start[0]
+    server = (tree_cpu(server_pid) - server_before) / matches if server_pid is not None else 0.0
+    client = (own_cpu() - client_before) / matches
+    return moves / (end - start), end - start, end - last_start[0], server, client
 
 
-def measure(workers: int, folder: str, repeat: int, matches: int) -> float:
+def measure(workers: int, folder: str, repeat: int, matches: int) -> tuple[float, float]:
+    """One run: moves per second, and the server's CPU seconds per match (all its processes)."""
     proc, port = start_server(workers, os.path.join(folder, f"w{workers}-{repeat}.db"))
     try:
-        rate, window, tail = asyncio.run(load(port, matches))
+        rate, window, tail, server, client = asyncio.run(load(port, matches, proc.pid))
         after = f"{tail:.3f} s after the last match started"
-        print(f"  --workers {workers}: {rate:9.0f} moves/s over {window:.2f} s ({after})")
-        return rate
+        cpu = f"CPU a match: server {server * 1e3:.2f} ms, this client {client * 1e3:.2f} ms"
+        print(f"  --workers {workers}: {rate:9.0f} moves/s over {window:.2f} s ({after}); {cpu}")
+        return rate, server
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
@@ -154,16 +186,22 @@ def main() -> None:
         for repeat in range(args.repeats):
             ones.append(measure(1, folder, repeat, args.matches))
             twos.append(measure(2, folder, repeat, args.matches))
-    ratio = statistics.median(t / o for t, o in zip(twos, ones, strict=True))
+    ratio = statistics.median(t[0] / o[0] for t, o in zip(twos, ones, strict=True))
+    cost = statistics.median(t[1] / o[1] for t, o in zip(twos, ones, strict=True))
     print(
         f"CPUs available: {cpus}; {args.matches} matches of {ROUNDS} rounds, {CONNECTIONS} connections, "
         f"median of {args.repeats}"
     )
     print(f"move path: {native_status()}")
     for label, runs in (("1", ones), ("2", twos)):
-        each = ", ".join(f"{x:.0f}" for x in runs)
-        print(f"arena serve --workers {label} : {statistics.median(runs):9.0f} moves/s  (runs: {each})")
+        each = ", ".join(f"{rate:.0f}" for rate, _ in runs)
+        cpu = statistics.median(server for _, server in runs) * 1e3
+        print(
+            f"arena serve --workers {label} : {statistics.median(r for r, _ in runs):9.0f} moves/s  (runs: {each}); "
+            f"server CPU {cpu:.2f} ms a match"
+        )
     print(f"ratio 2 workers / 1     : {ratio:9.2f}x (target >= 1.7x)")
+    print(f"server CPU a match, 2 / 1: {cost:8.2f}x (what splitting the server costs; the client shares these cores)")
 
 
 if __name__ == "__main__":
