@@ -45,6 +45,7 @@ import tempfile
 import time
 
 import grpc
+from bench_remote import cpu_seconds
 
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
@@ -102,11 +103,11 @@ def tree_cpu(pid: int) -> float:
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if int(entry) == pid or parent == pid:
+                total += cpu_seconds(int(entry))
         except OSError:
             continue  # (gone meanwhile)
-        if int(entry) == pid or int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 

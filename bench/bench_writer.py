@@ -38,6 +38,9 @@ import time
 from datetime import UTC, datetime
 from multiprocessing.synchronize import Event
 
+from bench_remote import cpu_seconds
+from bench_workers import own_cpu
+
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
 from arena_server.referee.records import MatchRecord, MoveLog
@@ -93,17 +96,6 @@ def writer_process(db: str, socket_path: str, ready: Event) -> None:
     asyncio.run(serve())
 
 
-def process_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
 async def through_writer(db: str, socket_path: str, recs: list[MatchRecord], matches: int) -> None:
     from arena_server.store.writer import WorkerStore
 
@@ -145,10 +137,10 @@ def main() -> None:
             asyncio.run(through_writer(db, socket_path, recs, 50))  # warm-up
             asyncio.run(in_process(os.path.join(folder, "local.db"), recs, 50))
             for _ in range(args.repeats):
-                before, mine, start = process_cpu(writer.pid), own_cpu(), time.perf_counter()
+                before, mine, start = cpu_seconds(writer.pid), own_cpu(), time.perf_counter()
                 asyncio.run(through_writer(db, socket_path, recs, args.matches))
                 wall = time.perf_counter() - start
-                writer_ms.append(1e3 * (process_cpu(writer.pid) - before) / args.matches)
+                writer_ms.append(1e3 * (cpu_seconds(writer.pid) - before) / args.matches)
                 workers_ms.append(1e3 * (own_cpu() - mine) / args.matches)
                 mine = own_cpu()
                 asyncio.run(in_process(os.path.join(folder, "local.db"), recs, args.matches))
