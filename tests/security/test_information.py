@@ -113,6 +113,11 @@ async def test_seed_is_secret_while_running_and_verifiable_after(live_server: Li
     got = await stub.GetMatch(mp.GetMatchRequest(match_id=match_id))
     assert got.status == mp.MATCH_STATUS_RUNNING and got.seed == "" and got.seed_sha256 == started.seed_sha256
     assert needle not in got.SerializeToString()
+    # The dice rolled so far are in the referee's log, and not in the page of moves anyone else gets.
+    log = live_server.hub.running[match_id].record.moves
+    assert CHANCE in log.players and got.move_count == len(log)
+    assert len(got.moves) == sum(1 for p in log.players if p != CHANCE)
+    assert all(m.seat != CHANCE for m in got.moves)
     listed = await stub.ListMatches(mp.ListMatchesRequest(game="liars_dice"))
     assert [m.match_id for m in listed.matches] == [match_id] and needle not in listed.SerializeToString()
     watch = stub.WatchMatch(mp.WatchMatchRequest(match_id=match_id))
