@@ -10,7 +10,7 @@ Three measurements, interleaved ``--repeats`` times, each over ``--matches``
 finished 1,000-round RPS matches (real move logs: random moves and thinking
 times) written 8 at a time:
 
-* **writer**: a real writer process (``serve_writes`` on a real ``Store``,
+* **writer**: a real writer process (a ``StoreWriter`` beside a real ``Store``,
   its own SQLite file) and, in this process, two ``WorkerStore`` connections
   playing the workers' part over the real Unix socket. The writer's CPU comes
   from ``/proc``;
@@ -85,11 +85,11 @@ async def write(stores: list[Store], recs: list[MatchRecord], matches: int) -> N
 
 
 def writer_process(db: str, socket_path: str, ready: Event) -> None:
-    from arena_server.store.writer import serve_writes
+    from arena_server.store.writer import StoreWriter
 
     async def serve() -> None:
-        store = await Store.open(db)
-        await asyncio.start_unix_server(lambda r, w: serve_writes(store, r, w), socket_path)
+        await Store.open(db)  # as arena serve: the main store owns the file (its lock, its migrations)
+        StoreWriter(db, socket_path).start()
         ready.set()
         await asyncio.Event().wait()
 

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import struct
 from pathlib import Path
 
+import aiosqlite
 import pytest
 
 import arena_bots
 from arena_games import load_game
 from arena_server.matches.hub import Hub
 from arena_server.store.database import Store, StoreError, decode_moves
-from arena_server.store.writer import WorkerStore, serve_writes
+from arena_server.store.writer import StoreWriter, WorkerStore
 
 MATCHES = [
     ("rps", {"rounds": 20}, ["beat-last", "random"], "seed-1"),
@@ -66,9 +68,9 @@ async def test_worker_writes_match_the_single_process_store(tmp_path: Path) -> N
     finally:
         await direct.close()
 
-    writer = await Store.open(shared_db)
+    main = await Store.open(shared_db)
     socket_path = str(tmp_path / "w.sock")
-    unix = await asyncio.start_unix_server(lambda r, w: serve_writes(writer, r, w), socket_path)
+    writer = StoreWriter(str(shared_db), socket_path).start()
     worker = await WorkerStore.connect(str(shared_db), socket_path)
     try:
         await play_all(Hub(worker, hosted()))
@@ -77,9 +79,8 @@ async def test_worker_writes_match_the_single_process_store(tmp_path: Path) -> N
         assert (await worker.get_match("1")) is not None  # reads go to its own connection
     finally:
         await worker.close()
-        unix.close()
-        await unix.wait_closed()
-        await writer.close()
+        await asyncio.to_thread(writer.close)
+        await main.close()
 
     got, want = tables(shared_db), tables(direct_db)
     assert len(want["rated_matches"]) == 4 and any(row[7] is not None for row in want["ratings"])  # PL ran
@@ -89,30 +90,22 @@ async def test_worker_writes_match_the_single_process_store(tmp_path: Path) -> N
 
 async def test_a_gone_writer_is_a_clear_error(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
-    writer = await Store.open(db)
+    main = await Store.open(db)
     socket_path = str(tmp_path / "w.sock")
-    connections: list[asyncio.StreamWriter] = []
-
-    async def accept(reader: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        connections.append(w)
-        await serve_writes(writer, reader, w)
-
-    unix = await asyncio.start_unix_server(accept, socket_path)
+    writer = StoreWriter(str(db), socket_path).start()
     worker = await WorkerStore.connect(str(db), socket_path)
     try:
         hub = Hub(worker, hosted())
         running = await hub.start_match(load_game("rps", rounds=5), ["rock", "random"])
         assert running.task is not None
         await running.task
-        unix.close()
-        for connection in connections:
-            connection.close()
+        await asyncio.to_thread(writer.close)
         await asyncio.wait_for(worker.lost.wait(), 10)
         with pytest.raises(StoreError, match=r"the main process .* is gone"):
             await worker.start_match(running.record)
     finally:
         await worker.close()
-        await writer.close()
+        await main.close()
 
 
 async def test_a_worker_ladder_pauses_a_bot_through_the_writer(tmp_path: Path) -> None:
@@ -120,17 +113,155 @@ async def test_a_worker_ladder_pauses_a_bot_through_the_writer(tmp_path: Path) -
     from arena_server.store import ratings as ls
 
     db = tmp_path / "shared.db"
-    writer = await Store.open(db)
+    main = await Store.open(db)
     socket_path = str(tmp_path / "w.sock")
-    unix = await asyncio.start_unix_server(lambda r, w: serve_writes(writer, r, w), socket_path)
+    writer = StoreWriter(str(db), socket_path).start()
     worker = await WorkerStore.connect(str(db), socket_path)
     try:
         await ls.pause_bot(worker, "flaky", 3, "paused after 3 failed matches in a row")
         assert (await ls.paused_bots(worker.conn)) == {"flaky": (3, "paused after 3 failed matches in a row")}
     finally:
         await worker.close()
-        unix.close()
-        await unix.wait_closed()
-        await writer.close()
+        await asyncio.to_thread(writer.close)
+        await main.close()
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT bot_name, paused_version FROM bot_status").fetchall() == [("flaky", 3)]
+
+
+async def test_a_failed_write_is_the_workers_error_and_rolls_back_only_itself(tmp_path: Path) -> None:
+    """A statement the database refuses (here a foreign key: the writer's own connection enforces them)
+    reaches the worker as a StoreError; the transaction's earlier statement is rolled back, later writes go on."""
+    db = tmp_path / "shared.db"
+    main = await Store.open(db)
+    socket_path = str(tmp_path / "w.sock")
+    writer = StoreWriter(str(db), socket_path).start()
+    worker = await WorkerStore.connect(str(db), socket_path)
+
+    async def half_bad(conn: aiosqlite.Connection) -> None:
+        await conn.execute("INSERT INTO bot_status VALUES ('half', 1, 'r', 'now')")
+        await conn.execute("INSERT INTO match_seats (match_id, seat, bot_name, kind) VALUES (999, 0, 'x', 'hosted')")
+
+    try:
+        with pytest.raises(StoreError, match="FOREIGN KEY"):
+            await worker.run_in_transaction(half_bad)
+        running = await Hub(worker, hosted()).start_match(load_game("rps", rounds=3), ["rock", "random"])
+        assert running.task is not None
+        assert (await running.task).termination is not None
+    finally:
+        await worker.close()
+        await asyncio.to_thread(writer.close)
+        await main.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM bot_status").fetchone() == (0,)
+        assert conn.execute("SELECT status FROM matches").fetchall() == [("finished",)]
+
+
+async def test_the_writer_waits_for_the_main_connections_transaction_without_blocking_the_loop(
+    tmp_path: Path,
+) -> None:
+    """The main process's own connection (the refitter's) holds a write transaction across awaits on the
+    event loop while a worker's match ends: the writer's thread waits for SQLite's lock (it never needs
+    the loop), the loop keeps running, and both writes land, the worker's after the other's commit."""
+    db = tmp_path / "shared.db"
+    main = await Store.open(db)
+    socket_path = str(tmp_path / "w.sock")
+    writer = StoreWriter(str(db), socket_path).start()
+    worker = await WorkerStore.connect(str(db), socket_path)
+    record = (await Hub(worker, hosted()).start_match(load_game("rps", rounds=3), ["rock", "random"])).record
+    loop_ticks = 0
+    order: list[str] = []
+
+    async def slow_refit(conn: aiosqlite.Connection) -> None:
+        nonlocal loop_ticks
+        await conn.execute("INSERT INTO bot_status VALUES ('main', 1, 'r', 'now')")
+        ending = asyncio.ensure_future(worker.reveal_seed(record.seed))  # a write from the worker meanwhile
+        for _ in range(20):  # 0.4 s holding the write lock, the loop serving other work
+            await asyncio.sleep(0.02)
+            loop_ticks += 1
+        assert not ending.done(), "the worker's write went through while the main connection held the lock"
+        order.append("main")
+        ending.add_done_callback(lambda _f: order.append("worker"))
+        main_ending.append(ending)
+
+    main_ending: list[asyncio.Future[None]] = []
+    try:
+        await main.local_transaction(slow_refit)
+        await asyncio.wait_for(main_ending[0], 30)
+    finally:
+        await worker.close()
+        await asyncio.to_thread(writer.close)
+        await main.close()
+    assert loop_ticks == 20 and order == ["main", "worker"]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT bot_name FROM bot_status").fetchall() == [("main",)]
+
+
+async def test_closing_the_writer_answers_what_was_already_sent(tmp_path: Path) -> None:
+    """Requests in the socket when the writer is closed (more than one read takes) are each carried out and
+    answered before it stops. The main connection's transaction holds the writer on the first meanwhile."""
+    db = tmp_path / "shared.db"
+    main = await Store.open(db)
+    socket_path = str(tmp_path / "w.sock")
+    writer = StoreWriter(str(db), socket_path).start()
+    worker = await WorkerStore.connect(str(db), socket_path)
+    closed: list[asyncio.Future[None]] = []
+
+    async def hold(conn: aiosqlite.Connection) -> None:
+        await conn.execute("INSERT INTO bot_status VALUES ('main', 1, 'r', 'now')")
+        first = asyncio.ensure_future(worker.reveal_seed("first"))
+        await asyncio.sleep(0.2)  # the writer is waiting for SQLite's lock on the first request
+        sent.extend(asyncio.ensure_future(worker.reveal_seed(f"seed-{i}")) for i in range(3000))
+        sent.append(first)
+        while worker._writer.transport.get_write_buffer_size():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # every request is in the socket
+        closed.append(asyncio.ensure_future(asyncio.to_thread(writer.close)))
+        await asyncio.sleep(0.1)
+
+    sent: list[asyncio.Future[None]] = []
+    try:
+        await main.local_transaction(hold)
+        await asyncio.wait_for(asyncio.gather(*sent), 60)  # each answered, none lost
+        await closed[0]
+    finally:
+        await worker.close()
+        await main.close()
+    assert writer.requests == 3001
+
+
+def test_a_hook_that_waits_on_anything_but_the_database_is_refused(tmp_path: Path) -> None:
+    from arena_server.store.writer import _run_now
+
+    async def strays(conn: aiosqlite.Connection) -> None:
+        await conn.execute("SELECT 1")
+        await asyncio.sleep(0)
+
+    async def reads(conn: aiosqlite.Connection) -> None:
+        async with conn.execute("SELECT 41 + 1") as cur:
+            assert await cur.fetchone() == (42,)
+
+    with sqlite3.connect(tmp_path / "x.db") as db:
+        _run_now(reads, db)
+        with pytest.raises(StoreError, match="waited on something other than the database"):
+            _run_now(strays, db)
+
+
+async def test_a_connection_sending_garbage_is_cut_off_and_the_others_are_served(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    main = await Store.open(db)
+    socket_path = str(tmp_path / "w.sock")
+    writer = StoreWriter(str(db), socket_path).start()
+    worker = await WorkerStore.connect(str(db), socket_path)
+    reader, stray = await asyncio.open_unix_connection(socket_path)
+    try:
+        stray.write(struct.pack("!I", 5) + b"\x80junk")
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # cut off: the writer closed it, answered nothing
+        running = await Hub(worker, hosted()).start_match(load_game("rps", rounds=3), ["rock", "random"])
+        assert running.task is not None
+        assert (await running.task).termination is not None
+        assert not worker.lost.is_set()
+    finally:
+        stray.close()
+        await worker.close()
+        await asyncio.to_thread(writer.close)
+        await main.close()

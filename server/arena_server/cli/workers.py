@@ -118,7 +118,7 @@ async def serve_workers(
     from arena_server.cli.common import open_database
     from arena_server.ladder.scheduler import RatingRefitter, ladder_game
     from arena_server.matches.hub import Hub
-    from arena_server.store.writer import serve_writes
+    from arena_server.store.writer import StoreWriter
 
     holder = _reserve_port(host, port)
     try:
@@ -141,7 +141,14 @@ async def serve_workers(
         if len(ready) == workers:
             ready_event.set()
 
-    unix = await asyncio.start_unix_server(lambda r, w: serve_writes(store, r, w, on_ready), socket_path)
+    loop = asyncio.get_running_loop()
+    try:
+        writer = StoreWriter(db, socket_path, lambda index: loop.call_soon_threadsafe(on_ready, index)).start()
+    except BaseException:
+        holder.close()
+        await store.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     context = multiprocessing.get_context("spawn")
     procs = [
         context.Process(
@@ -167,7 +174,6 @@ async def serve_workers(
     for proc in procs:
         proc.start()
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     status = 0
 
     def kill_all() -> None:
@@ -251,8 +257,7 @@ async def serve_workers(
             await asyncio.to_thread(proc.join)
         if refitter is not None:
             await refitter.stop()
-        unix.close()
-        await unix.wait_closed()
+        await asyncio.to_thread(writer.close)
         await store.close()
         shutil.rmtree(folder, ignore_errors=True)
     print("arena: stopped", file=sys.stderr, flush=True)

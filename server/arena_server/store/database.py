@@ -284,6 +284,38 @@ async def end_row(record: MatchRecord) -> EndRow:
     )
 
 
+def insert_start(db: sqlite3.Connection, rows: StartRows) -> int:
+    """Insert a match's :func:`start_rows` on a plain connection (inside the caller's transaction); its id."""
+    params, seats = rows
+    cur = db.execute(
+        "INSERT INTO matches (game, params, seed, seed_sha256, seed_chosen, time_control, status, rated, "
+        "started_at) VALUES (?, ?, '', ?, ?, ?, 'running', ?, ?)",  # the seed itself: only at the end
+        params,
+    )
+    match_id = cur.lastrowid
+    assert match_id is not None
+    db.executemany(
+        "INSERT INTO match_seats (match_id, seat, bot_name, bot_version, kind) VALUES (?, ?, ?, ?, ?)",
+        [(match_id, *seat) for seat in seats],
+    )
+    return match_id
+
+
+END_SQL = (
+    "UPDATE matches SET status = ?, termination = ?, offender = ?, reason = ?, returns = ?, "
+    "ended_at = ?, move_count = ?, moves = ?, seed = ? WHERE id = ?"
+)
+"""The statement that writes a match's :func:`end_row`."""
+
+REVEAL_SQL = "UPDATE matches SET seed = ? WHERE seed_sha256 = ? AND status != 'running'"
+"""The statement that writes a sealed seed into the ended matches that played it (:func:`reveal_row`)."""
+
+
+def reveal_row(seed: str) -> tuple[str, str]:
+    """:data:`REVEAL_SQL`'s values for ``seed``."""
+    return seed, hashlib.sha256(seed.encode()).hexdigest()
+
+
 def decode_moves(blob: bytes | None) -> MoveLog:
     """Unpack :func:`encode_moves` output."""
     log = MoveLog()
@@ -468,23 +500,7 @@ class Store:
 
     async def insert_start(self, rows: StartRows) -> int:
         """Insert a match's :func:`start_rows`; returns the new match's id."""
-        params, seats = rows
-
-        def insert(db: sqlite3.Connection) -> int:
-            cur = db.execute(
-                "INSERT INTO matches (game, params, seed, seed_sha256, seed_chosen, time_control, status, rated, "
-                "started_at) VALUES (?, ?, '', ?, ?, ?, 'running', ?, ?)",  # the seed itself: only at the end
-                params,
-            )
-            match_id = cur.lastrowid
-            assert match_id is not None
-            db.executemany(
-                "INSERT INTO match_seats (match_id, seat, bot_name, bot_version, kind) VALUES (?, ?, ?, ?, ?)",
-                [(match_id, *seat) for seat in seats],
-            )
-            return match_id
-
-        return await self._writes.run(insert)
+        return await self._writes.run(lambda db: insert_start(db, rows))
 
     async def read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run the read-only ``work`` on the connection's own thread: one hop to it and back.
@@ -523,16 +539,12 @@ class Store:
         self, row: EndRow, extra: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None
     ) -> None:
         """Write a match's :func:`end_row`, and ``extra`` in the same transaction (see :meth:`finish_match`)."""
-        sql = (
-            "UPDATE matches SET status = ?, termination = ?, offender = ?, reason = ?, returns = ?, "
-            "ended_at = ?, move_count = ?, moves = ?, seed = ? WHERE id = ?"
-        )
         if extra is None:
-            await self._writes.run(lambda db: db.execute(sql, row))
+            await self._writes.run(lambda db: db.execute(END_SQL, row))
             return
 
         async def end_with_extra(conn: aiosqlite.Connection) -> None:
-            await conn.execute(sql, row)
+            await conn.execute(END_SQL, row)
             await extra(conn)
 
         await self.local_transaction(end_with_extra)
@@ -540,10 +552,7 @@ class Store:
     async def reveal_seed(self, seed: str) -> None:
         """Write a sealed seed into the ended matches that played it (the end of a duplicate set)."""
         async with self.write_lock:
-            await self.conn.execute(
-                "UPDATE matches SET seed = ? WHERE seed_sha256 = ? AND status != 'running'",
-                (seed, hashlib.sha256(seed.encode()).hexdigest()),
-            )
+            await self.conn.execute(REVEAL_SQL, reveal_row(seed))
 
     async def run_in_transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[None]]) -> None:
         """Run ``work`` in one write transaction (all of it or nothing).
@@ -768,12 +777,12 @@ class _WriteQueue:
     async def _hop(self, works: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
         """Each of ``works`` in turn, in one hop: (True, its result) or (False, its error) for each."""
         try:
-            return await self._store._on_thread(lambda db: [_one_transaction(db, work) for work in works])
+            return await self._store._on_thread(lambda db: [one_transaction(db, work) for work in works])
         except Exception as exc:  # the hop itself failed (e.g. the connection is closed)
             return [(False, exc)] * len(works)
 
 
-def _one_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> tuple[bool, Any]:
+def one_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> tuple[bool, Any]:
     """``work`` between BEGIN IMMEDIATE and COMMIT, on the database thread: (True, its result) or (False, its error).
 
     A failure rolls back what ``work`` did (and is returned, not raised, so the

@@ -6,15 +6,17 @@ file. A worker's hub gets a :class:`WorkerStore`: it reads through its own
 read-only connection to the same file (WAL lets readers run beside the
 writer), and every write (a match starting, a match ending with its rating
 change and failure report, a sealed seed revealed, a match's logs) travels to
-the main process over a Unix socket as a pickled request, which
-:func:`serve_writes` carries out on the real :class:`Store` and answers once
-committed. A match's start and end travel as the rows the store writes
-(:func:`~arena_server.store.database.start_rows`,
+the main process over a Unix socket as a pickled request. There
+:class:`StoreWriter` carries it out and answers once committed: a thread of
+the main process with its own connection to the file, which never goes
+through the event loop (a request costs the main process one wake-up of that
+thread and its SQL). A match's start and end travel as the rows the store
+writes (:func:`~arena_server.store.database.start_rows`,
 :func:`~arena_server.store.database.end_row`): plain values, the move list
 already encoded by the worker, so the one writer neither unpickles records nor
-compresses their moves. ``finish_match`` returns only after that answer, so the hub tells
-the seats the end only after it is in the database: commit-before-notify holds
-across the hop.
+compresses their moves. ``finish_match`` returns only after that answer, so
+the hub tells the seats the end only after it is in the database:
+commit-before-notify holds across the hop.
 
 The ``extra`` hooks a hub passes are closures and cannot cross a process
 boundary. The worker runs them against a :class:`_Journal`, a stand-in
@@ -30,10 +32,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import pickle
 import re
+import selectors
+import socket
 import sqlite3
 import struct
+import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -41,7 +48,17 @@ from typing import Any
 import aiosqlite
 
 from arena_server.referee.records import MatchRecord, MoveLog
-from arena_server.store.database import Store, StoreError, end_row, start_rows
+from arena_server.store.database import (
+    END_SQL,
+    REVEAL_SQL,
+    Store,
+    StoreError,
+    end_row,
+    insert_start,
+    one_transaction,
+    reveal_row,
+    start_rows,
+)
 from arena_server.store.ratings import is_ratable, rating_change
 
 Hook = Callable[[aiosqlite.Connection], Awaitable[None]]
@@ -68,16 +85,25 @@ async def read_message(reader: asyncio.StreamReader) -> Any:
 
 
 class _Cursor:
-    """What a journalled ``execute`` returns: no rows (hooks that only write never look)."""
+    """What ``execute`` returns: through a :class:`_Journal` no rows (hooks that only write never look),
+    through :class:`_Now` the statement's own cursor."""
 
-    rowcount = 0
-    lastrowid = None
+    def __init__(self, cursor: sqlite3.Cursor | None = None) -> None:
+        self._cursor = cursor
 
-    async def fetchone(self) -> None:
-        return None
+    @property
+    def rowcount(self) -> int:
+        return 0 if self._cursor is None else self._cursor.rowcount
+
+    @property
+    def lastrowid(self) -> int | None:
+        return None if self._cursor is None else self._cursor.lastrowid
+
+    async def fetchone(self) -> Any:
+        return None if self._cursor is None else self._cursor.fetchone()
 
     async def fetchall(self) -> list[Any]:
-        return []
+        return [] if self._cursor is None else self._cursor.fetchall()
 
     async def close(self) -> None:
         return None
@@ -90,10 +116,10 @@ class _Cursor:
 
 
 class _Execution:
-    """Awaitable and async context manager, like aiosqlite's ``execute`` result."""
+    """Awaitable and async context manager, like aiosqlite's ``execute`` result (already done)."""
 
-    def __init__(self) -> None:
-        self.cursor = _Cursor()
+    def __init__(self, cursor: _Cursor | None = None) -> None:
+        self.cursor = cursor or _Cursor()
 
     def __await__(self):  # type: ignore[no-untyped-def]
         return self._get().__await__()
@@ -135,20 +161,6 @@ async def _journal(hook: Hook | None) -> list[tuple[str, bool, Any]]:
     journal = _Journal()
     await hook(journal)  # type: ignore[arg-type]
     return journal.statements
-
-
-def _replay(statements: list[tuple[str, bool, Any]]) -> Hook | None:
-    if not statements:
-        return None
-
-    async def run(conn: aiosqlite.Connection) -> None:
-        for sql, many, parameters in statements:
-            if many:
-                await conn.executemany(sql, parameters)
-            else:
-                await conn.execute(sql, parameters)
-
-    return run
 
 
 class WorkerStore(Store):
@@ -254,61 +266,235 @@ class WorkerStore(Store):
         await self.conn.close()
 
 
-async def serve_writes(
-    store: Store,
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    on_ready: Callable[[int], None] | None = None,
-) -> None:
-    """Carry out one worker's writes on ``store`` until it disconnects; each answered once committed.
+class StoreWriter:
+    """The one store writer: a thread of the main process, with its own connection to the file.
 
-    ``on_ready(index)`` is called when the worker announces it serves.
+    It listens on a Unix socket, and carries out each worker's requests in the
+    order they arrive, each in its own transaction, answering once committed.
+    It touches no event loop: a request costs the main process one wake-up of
+    this thread (and the SQL), not the several steps of a task, a hop to
+    aiosqlite's thread and back, and a reply scheduled on the loop.
+
+    Its connection is not the main :class:`Store`'s, so the two never share a
+    transaction: SQLite's own lock orders their writes, and this thread waits
+    (up to :attr:`busy_timeout` seconds) while the main process's connection
+    holds a write transaction, as the refitter's. It never waits on the event
+    loop, so a transaction of the loop that awaits the loop cannot deadlock
+    with it.
+
+    ``on_ready(index)`` is called **on this thread** when worker ``index``
+    announces it serves (use ``loop.call_soon_threadsafe`` in it).
     """
-    tasks: set[asyncio.Task[None]] = set()
 
-    async def handle(request_id: int, op: str, args: tuple[Any, ...]) -> None:
+    busy_timeout = 60.0
+    """Seconds a write waits for the main process's connection to end its transaction before it fails."""
+
+    def __init__(self, path: str, socket_path: str, on_ready: Callable[[int], object] | None = None) -> None:
+        self.path = path
+        self.socket_path = socket_path
+        self._on_ready = on_ready
+        self._listener: socket.socket | None = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._thread: threading.Thread | None = None
+        self.requests = 0
+        """Requests carried out so far (for tests and benchmarks)."""
+
+    def start(self) -> StoreWriter:
+        """Open the connection, listen on :attr:`socket_path` and start the thread.
+
+        Raises:
+            StoreError: the database cannot be opened for writing or the socket cannot be bound.
+        """
         try:
-            value: Any = None
-            if op == "start":
-                value = await store.insert_start(args[0])
-            elif op == "finish":
-                row, rated, statements = args
-                rating = rating_change(rated) if rated is not None else None
-                hooks = [h for h in (rating, _replay(statements)) if h is not None]
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=False)
+            db.execute("PRAGMA foreign_keys = ON")
+            db.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.Error as exc:
+            raise StoreError(f"the store writer cannot open {self.path}: {exc}") from exc
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(self.socket_path)
+            listener.listen(64)
+        except OSError as exc:
+            listener.close()
+            db.close()
+            raise StoreError(f"the store writer cannot listen on {self.socket_path}: {exc}") from exc
+        self._listener = listener
+        self._thread = threading.Thread(target=self._serve, args=(db,), name="arena-store-writer", daemon=True)
+        self._thread.start()
+        return self
 
-                async def extra(conn: aiosqlite.Connection) -> None:
-                    for hook in hooks:
-                        await hook(conn)
+    def close(self) -> None:
+        """Carry out what the workers have already sent, then close every connection and the file (blocking)."""
+        if self._thread is None:
+            return
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        self._thread.join()
+        self._thread = None
+        self._wake_r.close()
+        self._wake_w.close()
 
-                await store.write_end(row, extra if hooks else None)
-            elif op == "reveal":
-                await store.reveal_seed(args[0])
-            elif op == "ready":
-                if on_ready is not None:
-                    on_ready(args[0])
-            elif op == "transaction":
-                work = _replay(args[0])
-                if work is not None:
-                    await store.run_in_transaction(work)
-            else:
-                raise StoreError(f"unknown store request {op!r}")
-            reply: tuple[int, bool, Any] = (request_id, True, value)
-        except (sqlite3.Error, StoreError, OSError) as exc:
-            reply = (request_id, False, str(exc))
-        except Exception as exc:  # never leave a worker waiting: it gets the failure as a store error
-            reply = (request_id, False, f"the store writer failed on {op!r}: {exc!r}")
-        with contextlib.suppress(ConnectionError, OSError):
-            await send_message(writer, reply)
+    def _serve(self, db: sqlite3.Connection) -> None:
+        listener = self._listener
+        assert listener is not None
+        selector = selectors.DefaultSelector()
+        selector.register(listener, selectors.EVENT_READ)
+        selector.register(self._wake_r, selectors.EVENT_READ)
+        pending: dict[socket.socket, bytearray] = {}
+        stopping = False
+        try:
+            while True:
+                events = selector.select(0 if stopping else None)
+                if stopping and not events:
+                    return  # everything sent before close() has been read and answered
+                for key, _mask in events:
+                    if key.fileobj is self._wake_r:
+                        self._wake_r.recv(64)
+                        stopping = True
+                        selector.unregister(listener)
+                        listener.close()
+                    elif key.fileobj is listener:
+                        conn, _ = listener.accept()
+                        pending[conn] = bytearray()
+                        selector.register(conn, selectors.EVENT_READ)
+                    else:
+                        conn = key.fileobj  # type: ignore[assignment]
+                        try:
+                            alive = self._read(db, conn, pending[conn])
+                        except Exception as exc:  # (a request that is not one): that worker is cut off, not the rest
+                            print(f"arena: the store writer dropped a worker: {exc!r}", file=sys.stderr, flush=True)
+                            alive = False
+                        if not alive:
+                            selector.unregister(conn)
+                            del pending[conn]
+                            conn.close()
+        except Exception as exc:  # never silently: the workers see their connection close, and stop
+            print(f"arena: the store writer failed: {exc!r}", file=sys.stderr, flush=True)
+        finally:
+            for conn in pending:
+                conn.close()
+            with contextlib.suppress(OSError):
+                listener.close()
+            selector.close()
+            db.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_path)
 
+    def _read(self, db: sqlite3.Connection, conn: socket.socket, buffer: bytearray) -> bool:
+        """Read what ``conn`` sent, carry out each whole request in it; False when the worker is gone."""
+        try:
+            chunk = conn.recv(1 << 16)
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        buffer += chunk
+        replies = []
+        while len(buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(buffer)
+            end = _HEADER.size + size
+            if len(buffer) < end:
+                break
+            request = pickle.loads(buffer[_HEADER.size : end])  # only our own processes reach the private socket
+            del buffer[:end]
+            replies.append(self._handle(db, *request))
+        if replies:
+            data = b"".join(_HEADER.pack(len(body)) + body for body in map(_reply_bytes, replies))
+            try:
+                conn.sendall(data)
+            except OSError:
+                return False
+        return True
+
+    def _handle(self, db: sqlite3.Connection, request_id: int, op: str, args: tuple[Any, ...]) -> tuple[int, bool, Any]:
+        """Carry out one request in its own transaction: the reply ``(request_id, ok, value or error text)``."""
+        self.requests += 1
+        work: Callable[[sqlite3.Connection], Any] | None = None
+        if op == "start":
+            rows = args[0]
+            work = lambda db: insert_start(db, rows)  # noqa: E731
+        elif op == "finish":
+            row, rated, statements = args
+            rating = rating_change(rated) if rated is not None else None
+
+            def work(db: sqlite3.Connection) -> None:
+                db.execute(END_SQL, row)
+                if rating is not None:
+                    _run_now(rating, db)
+                _run_statements(db, statements)
+
+        elif op == "reveal":
+            seed = args[0]
+
+            def work(db: sqlite3.Connection) -> None:
+                db.execute(REVEAL_SQL, reveal_row(seed))
+
+        elif op == "transaction":
+            statements = args[0]
+            work = lambda db: _run_statements(db, statements)  # noqa: E731
+        elif op == "ready":
+            try:
+                if self._on_ready is not None:
+                    self._on_ready(args[0])
+            except Exception as exc:  # (the main loop is closing)
+                return request_id, False, f"the main process could not take the worker's readiness: {exc!r}"
+            return request_id, True, None
+        else:
+            return request_id, False, f"unknown store request {op!r}"
+        ok, value = one_transaction(db, work)
+        if ok:
+            return request_id, True, value
+        if isinstance(value, (sqlite3.Error, StoreError, OSError)):
+            return request_id, False, str(value)
+        return request_id, False, f"the store writer failed on {op!r}: {value!r}"
+
+
+def _reply_bytes(reply: tuple[int, bool, Any]) -> bytes:
+    """A reply pickled; a value that cannot be pickled is answered as the writer's failure, not raised."""
     try:
-        while True:
-            request_id, op, args = await read_message(reader)
-            task = asyncio.ensure_future(handle(request_id, op, args))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-    except (asyncio.IncompleteReadError, ConnectionError, OSError):
-        pass
-    finally:
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        writer.close()
+        return pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        failure = (reply[0], False, f"the store writer could not send its answer: {exc!r}")
+        return pickle.dumps(failure, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _run_statements(db: sqlite3.Connection, statements: list[tuple[str, bool, Any]]) -> None:
+    """Replay a journal's statements on a plain connection (inside the caller's transaction)."""
+    for sql, many, parameters in statements:
+        if many:
+            db.executemany(sql, parameters)
+        else:
+            db.execute(sql, parameters)
+
+
+class _Now:
+    """An aiosqlite-shaped connection over a plain one, whose every await is already done.
+
+    A store hook written for aiosqlite (the rating change) then runs to its
+    end in one step of its coroutine, on the writer's thread.
+    """
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def execute(self, sql: str, parameters: Iterable[Any] = ()) -> _Execution:
+        return _Execution(_Cursor(self._db.execute(sql, tuple(parameters))))
+
+    def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> _Execution:
+        return _Execution(_Cursor(self._db.executemany(sql, [tuple(p) for p in parameters])))
+
+
+def _run_now(hook: Hook, db: sqlite3.Connection) -> None:
+    """Run ``hook`` on ``db`` through :class:`_Now`, here and now.
+
+    Raises:
+        StoreError: the hook waited on something other than the database (it cannot run in the writer).
+    """
+    step = hook(_Now(db))  # type: ignore[arg-type]
+    try:
+        step.send(None)  # type: ignore[attr-defined]
+    except StopIteration:
+        return
+    step.close()  # type: ignore[attr-defined]
+    raise StoreError("a store hook waited on something other than the database; the store writer cannot run it")
