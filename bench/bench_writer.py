@@ -21,6 +21,9 @@ times) written 8 at a time:
 
 It prints each per match, the ratio of the writer's and workers' sum to the
 in-process store (what crossing to the writer adds), and the writer's ceiling.
+Last, the writer's own SQL a match when requests reach it one at a time or
+several together (``StoreWriter.carry_out``: group commit, one transaction
+for the requests read together), which is what a saturated writer sees.
 Run: ``.venv/bin/python bench/bench_writer.py [--matches 1000] [--repeats 3]``.
 """
 
@@ -37,6 +40,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from multiprocessing.synchronize import Event
+from typing import Any
 
 from bench_remote import cpu_seconds
 from bench_workers import own_cpu
@@ -115,6 +119,46 @@ async def in_process(db: str, recs: list[MatchRecord], matches: int) -> None:
         await store.close()
 
 
+BATCHES = (1, 2, 4, 8, 16)
+
+
+def group_commit(recs: list[MatchRecord], folder: str, matches: int) -> dict[int, float]:
+    """The writer's own work a match (its SQL, no socket) when requests reach it ``k`` together, for each of
+    :data:`BATCHES`: ms of CPU. ``StoreWriter.carry_out`` commits requests read together as one transaction."""
+    import sqlite3
+
+    from arena_server.store.database import end_row, start_rows
+    from arena_server.store.writer import StoreWriter
+
+    async def prepare() -> list[tuple[Any, Any]]:
+        await (await Store.open(db)).close()  # created and migrated, as arena serve leaves it
+        out = []
+        for record in recs:
+            record.termination, record.returns, record.ended_at = Termination.NORMAL, (1.0, -1.0), datetime.now(UTC)
+            record.match_id = "0"
+            out.append((start_rows(record), await end_row(record)))
+        return out
+
+    db = os.path.join(folder, "group.db")
+    rows = asyncio.run(prepare())
+    writer = StoreWriter(db, os.path.join(folder, "unused.sock"))
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    out = {}
+    try:
+        for k in BATCHES:
+            start = time.thread_time()
+            for first in range(0, matches - matches % k, k):
+                starts = [(j, "start", (rows[j % len(rows)][0],)) for j in range(first, first + k)]
+                ids = [value for _id, _ok, value in writer.carry_out(conn, starts)]
+                ends = [(j, "finish", ((*rows[j % len(rows)][1][:-1], j), None, [])) for j in ids]
+                writer.carry_out(conn, ends)
+            out[k] = 1e3 * (time.thread_time() - start) / (matches - matches % k)
+    finally:
+        conn.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--matches", type=int, default=MATCHES)
@@ -161,6 +205,10 @@ def main() -> None:
     print(f"in-process store (--workers 1)  : {local:6.3f} ms CPU a match")
     print(f"through the writer / in-process : {(w + k) / local:6.2f}x")
     print(f"the writer's ceiling            : {1e3 / w:6.0f} matches/s at one full core")
+    with tempfile.TemporaryDirectory() as folder:
+        batches = group_commit(recs, folder, args.matches)
+    each = ", ".join(f"{k} together {ms:.3f}" for k, ms in batches.items())
+    print(f"the writer's SQL a match        : {each} ms (group commit)")
 
 
 if __name__ == "__main__":

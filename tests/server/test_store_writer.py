@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import struct
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiosqlite
@@ -265,3 +266,84 @@ async def test_a_connection_sending_garbage_is_cut_off_and_the_others_are_served
         await worker.close()
         await asyncio.to_thread(writer.close)
         await main.close()
+
+
+async def _held_then_sent(main: Store, sends: list[Callable[[], Awaitable[None]]]) -> list[BaseException | None]:
+    """Send every request while the main connection holds SQLite's write lock (so they reach the writer
+    together), then let go; each request's outcome (None: answered ok)."""
+    futures: list[asyncio.Future[None]] = []
+
+    async def hold(conn: aiosqlite.Connection) -> None:
+        await conn.execute("INSERT INTO bot_status VALUES ('main', 1, 'r', 'now')")
+        futures.append(asyncio.ensure_future(sends[0]()))
+        await asyncio.sleep(0.2)  # the writer waits for the lock on the first request
+        futures.extend(asyncio.ensure_future(send()) for send in sends[1:])
+        await asyncio.sleep(0.2)  # the others are in its socket
+
+    await main.local_transaction(hold)
+    outcomes = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 30)
+    return list(outcomes)
+
+
+async def _bad_half(conn: aiosqlite.Connection) -> None:
+    await conn.execute("INSERT INTO bot_status VALUES ('half', 1, 'r', 'now')")
+    await conn.execute("INSERT INTO match_seats (match_id, seat, bot_name, kind) VALUES (999, 0, 'x', 'hosted')")
+
+
+async def test_requests_read_together_commit_together_and_a_refused_one_alone_rolls_back(tmp_path: Path) -> None:
+    """Group commit: requests that reach the writer together share one transaction (one savepoint each);
+    the refused one is rolled back alone, each of the others is answered after the one commit."""
+    from arena_server.store import ratings as ls
+
+    db = tmp_path / "shared.db"
+    main = await Store.open(db)
+    socket_path = str(tmp_path / "w.sock")
+    writer = StoreWriter(str(db), socket_path).start()
+    worker = await WorkerStore.connect(str(db), socket_path)
+    names = [f"bot-{i}" for i in range(40)]
+    sends = [lambda name=name: ls.pause_bot(worker, name, 1, "r") for name in names]
+    sends.insert(20, lambda: worker.run_in_transaction(_bad_half))
+    try:
+        outcomes = await _held_then_sent(main, sends)
+    finally:
+        await worker.close()
+        await asyncio.to_thread(writer.close)
+        await main.close()
+    assert [type(o).__name__ for o in outcomes].count("NoneType") == 40
+    assert isinstance(outcomes[20], StoreError) and "FOREIGN KEY" in str(outcomes[20])
+    assert writer.requests == 41 and writer.commits <= 5, writer.commits  # 41 one at a time before
+    with sqlite3.connect(db) as conn:
+        stored = {name for (name,) in conn.execute("SELECT bot_name FROM bot_status")}
+    assert stored == {"main", *names}
+
+
+async def test_a_request_that_ends_the_shared_transaction_leaves_the_others_to_commit_one_by_one(
+    tmp_path: Path,
+) -> None:
+    """A statement that makes SQLite roll back the whole transaction (a trigger's RAISE(ROLLBACK)) cannot
+    be undone alone: the writer carries out the batch again, one transaction per request."""
+    from arena_server.store import ratings as ls
+
+    db = tmp_path / "shared.db"
+    main = await Store.open(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TRIGGER boom BEFORE INSERT ON bot_status WHEN NEW.bot_name = 'boom' "
+            "BEGIN SELECT RAISE(ROLLBACK, 'boom refused'); END"
+        )
+    socket_path = str(tmp_path / "w.sock")
+    writer = StoreWriter(str(db), socket_path).start()
+    worker = await WorkerStore.connect(str(db), socket_path)
+    names = [f"bot-{i}" for i in range(10)]
+    sends = [lambda name=name: ls.pause_bot(worker, name, 1, "r") for name in [*names[:5], "boom", *names[5:]]]
+    try:
+        outcomes = await _held_then_sent(main, sends)
+    finally:
+        await worker.close()
+        await asyncio.to_thread(writer.close)
+        await main.close()
+    assert isinstance(outcomes[5], StoreError) and "boom refused" in str(outcomes[5])
+    assert outcomes[:5] + outcomes[6:] == [None] * 10
+    with sqlite3.connect(db) as conn:
+        stored = {name for (name,) in conn.execute("SELECT bot_name FROM bot_status")}
+    assert stored == {"main", *names}

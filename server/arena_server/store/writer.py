@@ -298,6 +298,8 @@ class StoreWriter:
         self._thread: threading.Thread | None = None
         self.requests = 0
         """Requests carried out so far (for tests and benchmarks)."""
+        self.commits = 0
+        """Transactions committed so far: fewer than the requests that write when group commit took several."""
 
     def start(self) -> StoreWriter:
         """Open the connection, listen on :attr:`socket_path` and start the thread.
@@ -348,6 +350,7 @@ class StoreWriter:
                 events = selector.select(0 if stopping else None)
                 if stopping and not events:
                     return  # everything sent before close() has been read and answered
+                batch: list[tuple[socket.socket, tuple[Any, ...]]] = []
                 for key, _mask in events:
                     if key.fileobj is self._wake_r:
                         self._wake_r.recv(64)
@@ -361,7 +364,7 @@ class StoreWriter:
                     else:
                         conn = key.fileobj  # type: ignore[assignment]
                         try:
-                            alive = self._read(db, conn, pending[conn])
+                            alive = self._read(conn, pending[conn], batch)
                         except Exception as exc:  # (a request that is not one): that worker is cut off, not the rest
                             print(f"arena: the store writer dropped a worker: {exc!r}", file=sys.stderr, flush=True)
                             alive = False
@@ -369,6 +372,8 @@ class StoreWriter:
                             selector.unregister(conn)
                             del pending[conn]
                             conn.close()
+                if batch:
+                    self._answer(batch, self.carry_out(db, [request for _conn, request in batch]))
         except Exception as exc:  # never silently: the workers see their connection close, and stop
             print(f"arena: the store writer failed: {exc!r}", file=sys.stderr, flush=True)
         finally:
@@ -381,8 +386,8 @@ class StoreWriter:
             with contextlib.suppress(OSError):
                 os.unlink(self.socket_path)
 
-    def _read(self, db: sqlite3.Connection, conn: socket.socket, buffer: bytearray) -> bool:
-        """Read what ``conn`` sent, carry out each whole request in it; False when the worker is gone."""
+    def _read(self, conn: socket.socket, buffer: bytearray, batch: list[tuple[socket.socket, tuple[Any, ...]]]) -> bool:
+        """Read what ``conn`` sent and add each whole request in it to ``batch``; False when the worker is gone."""
         try:
             chunk = conn.recv(1 << 16)
         except OSError:
@@ -390,7 +395,6 @@ class StoreWriter:
         if not chunk:
             return False
         buffer += chunk
-        replies = []
         while len(buffer) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(buffer)
             end = _HEADER.size + size
@@ -398,56 +402,110 @@ class StoreWriter:
                 break
             request = pickle.loads(buffer[_HEADER.size : end])  # only our own processes reach the private socket
             del buffer[:end]
-            replies.append(self._handle(db, *request))
-        if replies:
-            data = b"".join(_HEADER.pack(len(body)) + body for body in map(_reply_bytes, replies))
-            try:
-                conn.sendall(data)
-            except OSError:
-                return False
+            if not (isinstance(request, tuple) and len(request) == 3):
+                raise StoreError(f"not a store request: {type(request).__name__}")
+            batch.append((conn, request))
         return True
 
-    def _handle(self, db: sqlite3.Connection, request_id: int, op: str, args: tuple[Any, ...]) -> tuple[int, bool, Any]:
-        """Carry out one request in its own transaction: the reply ``(request_id, ok, value or error text)``."""
-        self.requests += 1
-        work: Callable[[sqlite3.Connection], Any] | None = None
+    def _answer(self, batch: list[tuple[socket.socket, tuple[Any, ...]]], replies: list[tuple[int, bool, Any]]) -> None:
+        """Send each connection its replies, in the order it asked (a connection gone meanwhile is skipped)."""
+        out: dict[socket.socket, list[bytes]] = {}
+        for (conn, _request), reply in zip(batch, replies, strict=True):
+            body = _reply_bytes(reply)
+            out.setdefault(conn, []).append(_HEADER.pack(len(body)) + body)
+        for conn, parts in out.items():
+            with contextlib.suppress(OSError):  # (its worker is gone; its next read finds the end)
+                conn.sendall(b"".join(parts))
+
+    def carry_out(self, db: sqlite3.Connection, requests: list[tuple[Any, ...]]) -> list[tuple[int, bool, Any]]:
+        """Carry out ``requests`` (in order); their replies ``(request_id, ok, value or error text)``.
+
+        Group commit: the writes of requests read together share one
+        transaction, each inside its own savepoint, so a refused one is rolled
+        back alone and the others commit together, once. Every reply is sent
+        after that commit. If the transaction itself fails (SQLite rolled it
+        back, the commit failed), each request is carried out again on its
+        own, in its own transaction, as a single request always is.
+        """
+        self.requests += len(requests)
+        steps = [self._step(*request) for request in requests]
+        works = [(i, step) for i, step in enumerate(steps) if callable(step)]
+        outcomes: list[tuple[bool, Any]] = [step if not callable(step) else (False, None) for step in steps]
+        if len(works) == 1:
+            i, work = works[0]
+            outcomes[i] = one_transaction(db, work)
+            self.commits += outcomes[i][0]
+        elif works:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                for i, work in works:
+                    db.execute("SAVEPOINT request")
+                    try:
+                        outcomes[i] = True, work(db)
+                    except Exception as exc:
+                        db.execute("ROLLBACK TO request")  # (fails if SQLite ended the transaction: all again)
+                        outcomes[i] = False, exc
+                    db.execute("RELEASE request")
+                db.execute("COMMIT")
+                self.commits += 1
+            except sqlite3.Error:
+                if db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
+                for i, work in works:
+                    outcomes[i] = one_transaction(db, work)
+                    self.commits += outcomes[i][0]
+        return [_reply(request, outcome) for request, outcome in zip(requests, outcomes, strict=True)]
+
+    def _step(
+        self, request_id: int, op: str, args: tuple[Any, ...]
+    ) -> Callable[[sqlite3.Connection], Any] | tuple[bool, Any]:
+        """What request ``op`` writes, as a function of the connection; or its outcome when it writes nothing."""
         if op == "start":
             rows = args[0]
-            work = lambda db: insert_start(db, rows)  # noqa: E731
-        elif op == "finish":
+            return lambda db: insert_start(db, rows)
+        if op == "finish":
             row, rated, statements = args
             rating = rating_change(rated) if rated is not None else None
 
-            def work(db: sqlite3.Connection) -> None:
+            def finish(db: sqlite3.Connection) -> None:
                 db.execute(END_SQL, row)
                 if rating is not None:
                     _run_now(rating, db)
                 _run_statements(db, statements)
 
-        elif op == "reveal":
+            return finish
+        if op == "reveal":
             seed = args[0]
 
-            def work(db: sqlite3.Connection) -> None:
+            def reveal(db: sqlite3.Connection) -> None:
                 db.execute(REVEAL_SQL, reveal_row(seed))
 
-        elif op == "transaction":
+            return reveal
+        if op == "transaction":
             statements = args[0]
-            work = lambda db: _run_statements(db, statements)  # noqa: E731
-        elif op == "ready":
+            return lambda db: _run_statements(db, statements)
+        if op == "ready":
             try:
                 if self._on_ready is not None:
                     self._on_ready(args[0])
             except Exception as exc:  # (the main loop is closing)
-                return request_id, False, f"the main process could not take the worker's readiness: {exc!r}"
-            return request_id, True, None
-        else:
-            return request_id, False, f"unknown store request {op!r}"
-        ok, value = one_transaction(db, work)
-        if ok:
-            return request_id, True, value
-        if isinstance(value, (sqlite3.Error, StoreError, OSError)):
-            return request_id, False, str(value)
-        return request_id, False, f"the store writer failed on {op!r}: {value!r}"
+                return False, f"the main process could not take the worker's readiness: {exc!r}"
+            return True, None
+        return False, f"unknown store request {op!r}"
+
+
+def _reply(request: tuple[Any, ...], outcome: tuple[bool, Any]) -> tuple[int, bool, Any]:
+    """A request's reply: ``(request_id, True, value)``, or ``(request_id, False, what went wrong)``."""
+    request_id, op, _args = request
+    ok, value = outcome
+    if ok:
+        return request_id, True, value
+    if isinstance(value, str):
+        return request_id, False, value
+    if isinstance(value, (sqlite3.Error, StoreError, OSError)):
+        return request_id, False, str(value)
+    return request_id, False, f"the store writer failed on {op!r}: {value!r}"
 
 
 def _reply_bytes(reply: tuple[int, bool, Any]) -> bytes:
