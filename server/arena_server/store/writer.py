@@ -289,6 +289,9 @@ class StoreWriter:
     busy_timeout = 60.0
     """Seconds a write waits for the main process's connection to end its transaction before it fails."""
 
+    read_bytes = 1 << 16
+    """The most one read takes from a worker's socket (the requests in it are carried out together)."""
+
     def __init__(self, path: str, socket_path: str, on_ready: Callable[[int], object] | None = None) -> None:
         self.path = path
         self.socket_path = socket_path
@@ -389,7 +392,7 @@ class StoreWriter:
     def _read(self, conn: socket.socket, buffer: bytearray, batch: list[tuple[socket.socket, tuple[Any, ...]]]) -> bool:
         """Read what ``conn`` sent and add each whole request in it to ``batch``; False when the worker is gone."""
         try:
-            chunk = conn.recv(1 << 16)
+            chunk = conn.recv(self.read_bytes)
         except OSError:
             return False
         if not chunk:
