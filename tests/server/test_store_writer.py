@@ -253,7 +253,7 @@ def test_a_hook_that_waits_on_anything_but_the_database_is_refused(tmp_path: Pat
             _run_now(strays, db)
 
 
-async def test_a_connection_sending_garbage_is_cut_off_and_the_others_are_served(tmp_path: Path) -> None:
+async def test_a_connection_sending_garbage_is_cut_off_and_a_wrong_request_fails_alone(tmp_path: Path) -> None:
     db = tmp_path / "shared.db"
     main = await Store.open(db)
     socket_path = str(tmp_path / "w.sock")
@@ -263,6 +263,10 @@ async def test_a_connection_sending_garbage_is_cut_off_and_the_others_are_served
     try:
         stray.write(struct.pack("!I", 5) + b"\x80junk")
         assert await asyncio.wait_for(reader.read(), 10) == b""  # cut off: the writer closed it, answered nothing
+        with pytest.raises(StoreError, match="the store writer failed on 'finish'"):
+            await worker._call("finish", "not a row")  # a request of the right shape with wrong arguments fails alone
+        with pytest.raises(StoreError, match="unknown store request 'drop'"):
+            await worker._call("drop", "matches")
         running = await Hub(worker, hosted()).start_match(load_game("rps", rounds=3), ["rock", "random"])
         assert running.task is not None
         assert (await running.task).termination is not None

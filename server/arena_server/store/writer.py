@@ -270,7 +270,8 @@ class StoreWriter:
     """The one store writer: a thread of the main process, with its own connection to the file.
 
     It listens on a Unix socket, and carries out each worker's requests in the
-    order they arrive, each in its own transaction, answering once committed.
+    order they arrive, answering once committed; the requests it reads together
+    commit as one transaction (:meth:`carry_out`).
     It touches no event loop: a request costs the main process one wake-up of
     this thread (and the SQL), not the several steps of a task, a hop to
     aiosqlite's thread and back, and a reply scheduled on the loop.
@@ -431,7 +432,7 @@ class StoreWriter:
         own, in its own transaction, as a single request always is.
         """
         self.requests += len(requests)
-        steps = [self._step(*request) for request in requests]
+        steps = [self._prepared(request) for request in requests]
         works = [(i, step) for i, step in enumerate(steps) if callable(step)]
         outcomes: list[tuple[bool, Any]] = [step if not callable(step) else (False, None) for step in steps]
         if len(works) == 1:
@@ -459,6 +460,13 @@ class StoreWriter:
                     outcomes[i] = one_transaction(db, work)
                     self.commits += outcomes[i][0]
         return [_reply(request, outcome) for request, outcome in zip(requests, outcomes, strict=True)]
+
+    def _prepared(self, request: tuple[Any, ...]) -> Callable[[sqlite3.Connection], Any] | tuple[bool, Any]:
+        """:meth:`_step` for ``request``; a request it cannot make sense of fails alone."""
+        try:
+            return self._step(*request)
+        except Exception as exc:
+            return False, exc
 
     def _step(
         self, request_id: int, op: str, args: tuple[Any, ...]
