@@ -10,9 +10,10 @@ the worker's own connection cannot write; a gone writer is a clear error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import aiosqlite
@@ -61,6 +62,31 @@ def tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
         return out
 
 
+@contextlib.asynccontextmanager
+async def through_writer(db: Path, read_bytes: int = 0) -> AsyncIterator[tuple[Store, StoreWriter, WorkerStore]]:
+    """As ``arena serve --workers`` sets them up on ``db``: the main process's store, its writer thread and
+    one worker's store; closed in the reverse order."""
+    main = await Store.open(db)
+    writer = StoreWriter(str(db), str(db.parent / "w.sock"))
+    writer.read_bytes = read_bytes or writer.read_bytes
+    writer.start()
+    try:
+        worker = await WorkerStore.connect(str(db), writer.socket_path)
+        try:
+            yield main, writer, worker
+        finally:
+            await worker.close()
+    finally:
+        await asyncio.to_thread(writer.close)
+        await main.close()
+
+
+async def _bad_half(conn: aiosqlite.Connection) -> None:
+    """A transaction whose second statement a foreign key refuses (the writer's connection enforces them)."""
+    await conn.execute("INSERT INTO bot_status VALUES ('half', 1, 'r', 'now')")
+    await conn.execute("INSERT INTO match_seats (match_id, seat, bot_name, kind) VALUES (999, 0, 'x', 'hosted')")
+
+
 async def test_worker_writes_match_the_single_process_store(tmp_path: Path) -> None:
     direct_db, shared_db = tmp_path / "direct.db", tmp_path / "shared.db"
     direct = await Store.open(direct_db)
@@ -69,19 +95,11 @@ async def test_worker_writes_match_the_single_process_store(tmp_path: Path) -> N
     finally:
         await direct.close()
 
-    main = await Store.open(shared_db)
-    socket_path = str(tmp_path / "w.sock")
-    writer = StoreWriter(str(shared_db), socket_path).start()
-    worker = await WorkerStore.connect(str(shared_db), socket_path)
-    try:
+    async with through_writer(shared_db) as (_main, _writer, worker):
         await play_all(Hub(worker, hosted()))
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             await worker.conn.execute("DELETE FROM matches")  # the worker's own connection cannot write
         assert (await worker.get_match("1")) is not None  # reads go to its own connection
-    finally:
-        await worker.close()
-        await asyncio.to_thread(writer.close)
-        await main.close()
 
     got, want = tables(shared_db), tables(direct_db)
     assert len(want["rated_matches"]) == 4 and any(row[7] is not None for row in want["ratings"])  # PL ran
@@ -90,12 +108,7 @@ async def test_worker_writes_match_the_single_process_store(tmp_path: Path) -> N
 
 
 async def test_a_gone_writer_is_a_clear_error(tmp_path: Path) -> None:
-    db = tmp_path / "a.db"
-    main = await Store.open(db)
-    socket_path = str(tmp_path / "w.sock")
-    writer = StoreWriter(str(db), socket_path).start()
-    worker = await WorkerStore.connect(str(db), socket_path)
-    try:
+    async with through_writer(tmp_path / "a.db") as (_main, writer, worker):
         hub = Hub(worker, hosted())
         running = await hub.start_match(load_game("rps", rounds=5), ["rock", "random"])
         assert running.task is not None
@@ -104,9 +117,6 @@ async def test_a_gone_writer_is_a_clear_error(tmp_path: Path) -> None:
         await asyncio.wait_for(worker.lost.wait(), 10)
         with pytest.raises(StoreError, match=r"the main process .* is gone"):
             await worker.start_match(running.record)
-    finally:
-        await worker.close()
-        await main.close()
 
 
 async def test_a_worker_ladder_pauses_a_bot_through_the_writer(tmp_path: Path) -> None:
@@ -114,17 +124,9 @@ async def test_a_worker_ladder_pauses_a_bot_through_the_writer(tmp_path: Path) -
     from arena_server.store import ratings as ls
 
     db = tmp_path / "shared.db"
-    main = await Store.open(db)
-    socket_path = str(tmp_path / "w.sock")
-    writer = StoreWriter(str(db), socket_path).start()
-    worker = await WorkerStore.connect(str(db), socket_path)
-    try:
+    async with through_writer(db) as (_main, _writer, worker):
         await ls.pause_bot(worker, "flaky", 3, "paused after 3 failed matches in a row")
         assert (await ls.paused_bots(worker.conn)) == {"flaky": (3, "paused after 3 failed matches in a row")}
-    finally:
-        await worker.close()
-        await asyncio.to_thread(writer.close)
-        await main.close()
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT bot_name, paused_version FROM bot_status").fetchall() == [("flaky", 3)]
 
@@ -133,25 +135,12 @@ async def test_a_failed_write_is_the_workers_error_and_rolls_back_only_itself(tm
     """A statement the database refuses (here a foreign key: the writer's own connection enforces them)
     reaches the worker as a StoreError; the transaction's earlier statement is rolled back, later writes go on."""
     db = tmp_path / "shared.db"
-    main = await Store.open(db)
-    socket_path = str(tmp_path / "w.sock")
-    writer = StoreWriter(str(db), socket_path).start()
-    worker = await WorkerStore.connect(str(db), socket_path)
-
-    async def half_bad(conn: aiosqlite.Connection) -> None:
-        await conn.execute("INSERT INTO bot_status VALUES ('half', 1, 'r', 'now')")
-        await conn.execute("INSERT INTO match_seats (match_id, seat, bot_name, kind) VALUES (999, 0, 'x', 'hosted')")
-
-    try:
+    async with through_writer(db) as (_main, _writer, worker):
         with pytest.raises(StoreError, match="FOREIGN KEY"):
-            await worker.run_in_transaction(half_bad)
+            await worker.run_in_transaction(_bad_half)
         running = await Hub(worker, hosted()).start_match(load_game("rps", rounds=3), ["rock", "random"])
         assert running.task is not None
         assert (await running.task).termination is not None
-    finally:
-        await worker.close()
-        await asyncio.to_thread(writer.close)
-        await main.close()
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM bot_status").fetchone() == (0,)
         assert conn.execute("SELECT status FROM matches").fetchall() == [("finished",)]
@@ -164,11 +153,6 @@ async def test_the_writer_waits_for_the_main_connections_transaction_without_blo
     event loop while a worker's match ends: the writer's thread waits for SQLite's lock (it never needs
     the loop), the loop keeps running, and both writes land, the worker's after the other's commit."""
     db = tmp_path / "shared.db"
-    main = await Store.open(db)
-    socket_path = str(tmp_path / "w.sock")
-    writer = StoreWriter(str(db), socket_path).start()
-    worker = await WorkerStore.connect(str(db), socket_path)
-    record = (await Hub(worker, hosted()).start_match(load_game("rps", rounds=3), ["rock", "random"])).record
     loop_ticks = 0
     order: list[str] = []
 
@@ -185,13 +169,10 @@ async def test_the_writer_waits_for_the_main_connections_transaction_without_blo
         main_ending.append(ending)
 
     main_ending: list[asyncio.Future[None]] = []
-    try:
+    async with through_writer(db) as (main, _writer, worker):
+        record = (await Hub(worker, hosted()).start_match(load_game("rps", rounds=3), ["rock", "random"])).record
         await main.local_transaction(slow_refit)
         await asyncio.wait_for(main_ending[0], 30)
-    finally:
-        await worker.close()
-        await asyncio.to_thread(writer.close)
-        await main.close()
     assert loop_ticks == 20 and order == ["main", "worker"]
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT bot_name FROM bot_status").fetchall() == [("main",)]
@@ -200,13 +181,6 @@ async def test_the_writer_waits_for_the_main_connections_transaction_without_blo
 async def test_closing_the_writer_answers_what_was_already_sent(tmp_path: Path) -> None:
     """Requests in the socket when the writer is closed (more than one read takes) are each carried out and
     answered before it stops. The main connection's transaction holds the writer on the first meanwhile."""
-    db = tmp_path / "shared.db"
-    main = await Store.open(db)
-    socket_path = str(tmp_path / "w.sock")
-    writer = StoreWriter(str(db), socket_path)
-    writer.read_bytes = 1024  # a dozen requests a read: the 150 sent take a dozen reads, and fit in the socket
-    writer.start()
-    worker = await WorkerStore.connect(str(db), socket_path)
     closed: list[asyncio.Future[None]] = []
 
     async def hold(conn: aiosqlite.Connection) -> None:
@@ -226,13 +200,11 @@ async def test_closing_the_writer_answers_what_was_already_sent(tmp_path: Path) 
         await asyncio.sleep(0.1)
 
     sent: list[asyncio.Future[None]] = []
-    try:
+    # A dozen requests a read: the 150 sent take a dozen reads, and fit in the socket.
+    async with through_writer(tmp_path / "shared.db", read_bytes=1024) as (main, writer, worker):
         await main.local_transaction(hold)
         await asyncio.wait_for(asyncio.gather(*sent), 60)  # each answered, none lost
         await closed[0]
-    finally:
-        await worker.close()
-        await main.close()
     assert writer.requests == 151
 
 
@@ -254,13 +226,8 @@ def test_a_hook_that_waits_on_anything_but_the_database_is_refused(tmp_path: Pat
 
 
 async def test_a_connection_sending_garbage_is_cut_off_and_a_wrong_request_fails_alone(tmp_path: Path) -> None:
-    db = tmp_path / "shared.db"
-    main = await Store.open(db)
-    socket_path = str(tmp_path / "w.sock")
-    writer = StoreWriter(str(db), socket_path).start()
-    worker = await WorkerStore.connect(str(db), socket_path)
-    reader, stray = await asyncio.open_unix_connection(socket_path)
-    try:
+    async with through_writer(tmp_path / "shared.db") as (_main, writer, worker):
+        reader, stray = await asyncio.open_unix_connection(writer.socket_path)
         stray.write(struct.pack("!I", 5) + b"\x80junk")
         assert await asyncio.wait_for(reader.read(), 10) == b""  # cut off: the writer closed it, answered nothing
         with pytest.raises(StoreError, match="the store writer failed on 'finish'"):
@@ -271,11 +238,7 @@ async def test_a_connection_sending_garbage_is_cut_off_and_a_wrong_request_fails
         assert running.task is not None
         assert (await running.task).termination is not None
         assert not worker.lost.is_set()
-    finally:
         stray.close()
-        await worker.close()
-        await asyncio.to_thread(writer.close)
-        await main.close()
 
 
 async def _held_then_sent(main: Store, sends: list[Callable[[], Awaitable[None]]]) -> list[BaseException | None]:
@@ -295,30 +258,17 @@ async def _held_then_sent(main: Store, sends: list[Callable[[], Awaitable[None]]
     return list(outcomes)
 
 
-async def _bad_half(conn: aiosqlite.Connection) -> None:
-    await conn.execute("INSERT INTO bot_status VALUES ('half', 1, 'r', 'now')")
-    await conn.execute("INSERT INTO match_seats (match_id, seat, bot_name, kind) VALUES (999, 0, 'x', 'hosted')")
-
-
 async def test_requests_read_together_commit_together_and_a_refused_one_alone_rolls_back(tmp_path: Path) -> None:
     """Group commit: requests that reach the writer together share one transaction (one savepoint each);
     the refused one is rolled back alone, each of the others is answered after the one commit."""
     from arena_server.store import ratings as ls
 
     db = tmp_path / "shared.db"
-    main = await Store.open(db)
-    socket_path = str(tmp_path / "w.sock")
-    writer = StoreWriter(str(db), socket_path).start()
-    worker = await WorkerStore.connect(str(db), socket_path)
     names = [f"bot-{i}" for i in range(40)]
-    sends = [lambda name=name: ls.pause_bot(worker, name, 1, "r") for name in names]
-    sends.insert(20, lambda: worker.run_in_transaction(_bad_half))
-    try:
+    async with through_writer(db) as (main, writer, worker):
+        sends = [lambda name=name: ls.pause_bot(worker, name, 1, "r") for name in names]
+        sends.insert(20, lambda: worker.run_in_transaction(_bad_half))
         outcomes = await _held_then_sent(main, sends)
-    finally:
-        await worker.close()
-        await asyncio.to_thread(writer.close)
-        await main.close()
     assert [type(o).__name__ for o in outcomes].count("NoneType") == 40
     assert isinstance(outcomes[20], StoreError) and "FOREIGN KEY" in str(outcomes[20])
     assert writer.requests == 41 and writer.commits <= 5, writer.commits  # 41 one at a time before
@@ -335,23 +285,14 @@ async def test_a_request_that_ends_the_shared_transaction_leaves_the_others_to_c
     from arena_server.store import ratings as ls
 
     db = tmp_path / "shared.db"
-    main = await Store.open(db)
-    with sqlite3.connect(db) as conn:
-        conn.execute(
+    names = [f"bot-{i}" for i in range(10)]
+    async with through_writer(db) as (main, _writer, worker):
+        await main.conn.execute(
             "CREATE TRIGGER boom BEFORE INSERT ON bot_status WHEN NEW.bot_name = 'boom' "
             "BEGIN SELECT RAISE(ROLLBACK, 'boom refused'); END"
         )
-    socket_path = str(tmp_path / "w.sock")
-    writer = StoreWriter(str(db), socket_path).start()
-    worker = await WorkerStore.connect(str(db), socket_path)
-    names = [f"bot-{i}" for i in range(10)]
-    sends = [lambda name=name: ls.pause_bot(worker, name, 1, "r") for name in [*names[:5], "boom", *names[5:]]]
-    try:
+        sends = [lambda name=name: ls.pause_bot(worker, name, 1, "r") for name in [*names[:5], "boom", *names[5:]]]
         outcomes = await _held_then_sent(main, sends)
-    finally:
-        await worker.close()
-        await asyncio.to_thread(writer.close)
-        await main.close()
     assert isinstance(outcomes[5], StoreError) and "boom refused" in str(outcomes[5])
     assert outcomes[:5] + outcomes[6:] == [None] * 10
     with sqlite3.connect(db) as conn:
