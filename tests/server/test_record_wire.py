@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import arena_server.api.matches as matches_api
 from arena.v1 import matches_pb2 as mp
+from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import CHANCE, SIMULTANEOUS, Game, load_game
 from arena_server.api.matches import record_page
@@ -133,3 +134,35 @@ async def test_a_page_across_chunks_is_protobufs(offset: int, limit: int) -> Non
     assert list(page.moves) == list(expected.moves)
     assert [m.ply for m in page.moves] == list(range(offset, stop))
     assert page.move_count == len(log) and page.next_move_offset == (stop if stop < len(log) else 0)
+    # The bytes the RPCs send as they are: the record's fields, then the moves; protobuf reads the whole record.
+    whole = matches_api.record_to_proto(record)
+    whole.move_count, whole.next_move_offset = page.move_count, page.next_move_offset
+    whole.moves.extend(expected.moves)
+    assert mp.MatchRecord.FromString(await matches_api.record_page_bytes(record, offset, limit)) == whole
+
+
+def test_the_bytes_aware_match_service_registers_every_method_of_the_proto() -> None:
+    """``add_to_server`` replaces the generated registration: it must cover every rpc of MatchService,
+    with the same kind of handler (a method added to the proto and not here fails this)."""
+    registered: dict[str, object] = {}
+
+    class Server:
+        def add_generic_rpc_handlers(self, handlers: object) -> None:
+            pass
+
+        def add_registered_method_handlers(self, name: str, handlers: dict[str, object]) -> None:
+            assert name == "arena.v1.MatchService"
+            registered.update(handlers)
+
+    matches_api.add_to_server(mp_grpc.MatchServiceServicer(), Server())  # type: ignore[arg-type]
+    service = mp.DESCRIPTOR.services_by_name["MatchService"]
+    assert set(registered) == {method.name for method in service.methods}
+    for method in service.methods:
+        handler = registered[method.name]
+        assert (handler.request_streaming, handler.response_streaming) == (  # type: ignore[attr-defined]
+            method.client_streaming,
+            method.server_streaming,
+        )
+        request = handler.request_deserializer(b"")  # type: ignore[attr-defined]
+        assert request.DESCRIPTOR is method.input_type
+        assert handler.response_serializer(b"as is") == b"as is"  # type: ignore[attr-defined]

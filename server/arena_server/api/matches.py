@@ -2,6 +2,10 @@
 
 :func:`record_to_proto` and :func:`record_page` turn a :class:`MatchRecord`
 into its wire form; the seed shows only once the match has ended.
+:func:`record_page_bytes` writes a page as bytes, and ``CreateMatch(wait)`` and
+``GetMatch`` send those bytes as they are (:func:`add_to_server` registers the
+service with a serializer that passes bytes through), so a page of moves is
+never parsed into protobuf objects only to be serialized again.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from arena_client.convert import (
     time_control_from_proto,
     time_control_to_proto,
 )
+from arena_client.wire import serialize, varint
 from arena_games import registered_games
 from arena_server.api.authority import (
     MAX_MATCHES_PER_CALLER,
@@ -132,8 +137,10 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         response = mp.CreateMatchResponse(match_id=running.record.match_id)
         if request.wait and running.task is not None:
             record = await asyncio.shield(running.task)
-            # The first page of moves, as GetMatch gives it: a long match's reply stays bounded.
-            response.record.CopyFrom(await record_page(record, 0, 0))
+            # The first page of moves, as GetMatch gives it: a long match's reply stays bounded. The
+            # reply is written as bytes: its fields, then the record (field 2) as record_page_bytes wrote it.
+            page = await record_page_bytes(record, 0, 0)
+            return response.SerializeToString() + b"\x12" + varint(len(page)) + page  # type: ignore[return-value]
         return response
 
     def _done(self, caller: str) -> None:
@@ -153,12 +160,13 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         running = self.hub.running.get(request.match_id)
         if running is not None:
             live = running.record.termination is None
-            return await record_page(running.record, request.move_offset, request.move_limit, running=live)
+            page = record_page_bytes(running.record, request.move_offset, request.move_limit, running=live)
+            return await page  # type: ignore[return-value]  # (bytes, sent as they are: add_to_server)
         record = await self._stored(request.match_id)
         if record is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no match with id {request.match_id!r}")
             raise AssertionError("unreachable")
-        return await record_page(record, request.move_offset, request.move_limit)
+        return await record_page_bytes(record, request.move_offset, request.move_limit)  # type: ignore[return-value]
 
     async def _stored(self, match_id: str) -> MatchRecord | None:
         """A finished match from the store, remembered for the next page.
@@ -254,14 +262,23 @@ _CHUNK_MOVES = 500
 
 
 async def record_page(record: MatchRecord, offset: int, limit: int, running: bool = False) -> mp.MatchRecord:
-    """``record`` as ``arena.v1.MatchRecord`` with the moves ``[offset, offset + limit)`` only.
+    """``record`` as ``arena.v1.MatchRecord`` with the moves ``[offset, offset + limit)`` only
+    (:func:`record_page_bytes`, parsed)."""
+    return mp.MatchRecord.FromString(await record_page_bytes(record, offset, limit, running))
+
+
+async def record_page_bytes(record: MatchRecord, offset: int, limit: int, running: bool = False) -> bytes:
+    """The wire bytes of ``record`` as ``arena.v1.MatchRecord`` with the moves ``[offset, offset + limit)`` only.
 
     ``limit`` 0 or above :data:`MAX_MOVES_PER_PAGE` means that maximum. The page
     is copied at once (the referee may be appending to a live match's log) and
-    converted in chunks of :data:`_CHUNK_MOVES`, yielding to the event loop
-    between them, so a huge match never stalls the other matches. (A worker
-    thread would hold the GIL against the loop: measured, it slowed a
-    concurrent match tenfold.)
+    written in chunks of :data:`_CHUNK_MOVES` by the compiled encoder
+    (:mod:`arena_server.api.record_wire`), yielding to the event loop between
+    them, so a huge match never stalls the other matches. (A worker thread
+    would hold the GIL against the loop: measured, it slowed a concurrent
+    match tenfold.) The record's other fields come first and its moves
+    (field 16, repeated) after them: a parser reads the same message as
+    protobuf's own serialization of it.
     """
     limit = MAX_MOVES_PER_PAGE if limit <= 0 else min(limit, MAX_MOVES_PER_PAGE)
     log = record.moves
@@ -276,18 +293,46 @@ async def record_page(record: MatchRecord, offset: int, limit: int, running: boo
     reveal = not running and record.termination is not None
     show_chance = reveal or record.game.chance_is_public
     label = record.game.action_to_string
+    parts = [msg.SerializeToString()]
     for chunk in range(0, stop - start, _CHUNK_MOVES):
         if chunk:
             await asyncio.sleep(0)
         end = min(chunk + _CHUNK_MOVES, stop - start)
-        part = moves_bytes(
-            players[chunk:end],
-            actions[chunk:end],
-            elapsed[chunk:end],
-            legal[chunk:end],
-            start + chunk,
-            show_chance,
-            label,
+        parts.append(
+            moves_bytes(
+                players[chunk:end],
+                actions[chunk:end],
+                elapsed[chunk:end],
+                legal[chunk:end],
+                start + chunk,
+                show_chance,
+                label,
+            )
         )
-        msg.MergeFromString(part)  # (appends the page's moves: field 16 is repeated)
-    return msg
+    return b"".join(parts)
+
+
+def add_to_server(servicer: MatchServicer, server: grpc.aio.Server) -> None:
+    """Serve ``arena.v1.MatchService`` with ``servicer``: the generated registration, bytes-aware.
+
+    The same handlers as ``add_MatchServiceServicer_to_server``, except that a
+    reply already serialized (a page of moves, :func:`record_page_bytes`) is
+    written as it is.
+    """
+    handlers = {
+        "CreateMatch": grpc.unary_unary_rpc_method_handler(
+            servicer.CreateMatch, request_deserializer=mp.CreateMatchRequest.FromString, response_serializer=serialize
+        ),
+        "GetMatch": grpc.unary_unary_rpc_method_handler(
+            servicer.GetMatch, request_deserializer=mp.GetMatchRequest.FromString, response_serializer=serialize
+        ),
+        "ListMatches": grpc.unary_unary_rpc_method_handler(
+            servicer.ListMatches, request_deserializer=mp.ListMatchesRequest.FromString, response_serializer=serialize
+        ),
+        "WatchMatch": grpc.unary_stream_rpc_method_handler(
+            servicer.WatchMatch, request_deserializer=mp.WatchMatchRequest.FromString, response_serializer=serialize
+        ),
+    }
+    name = mp.DESCRIPTOR.services_by_name["MatchService"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)  # type: ignore[attr-defined]

@@ -18,7 +18,6 @@ from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena.v1 import games_pb2 as gp
 from arena.v1 import games_pb2_grpc as gp_grpc
 from arena.v1 import matches_pb2 as mp
-from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_server.api.bot_session import BotSessionServicer
 from arena_server.api.bot_session import add_to_server as add_bot_session_service
 from arena_server.api.bots import SERVICE_NAME as BOT_SERVICE_NAME
@@ -27,6 +26,7 @@ from arena_server.api.games import GameServicer
 from arena_server.api.ladder import SERVICE_NAME as LADDER_SERVICE_NAME
 from arena_server.api.ladder import add_to_server as add_ladder_service
 from arena_server.api.matches import MatchServicer
+from arena_server.api.matches import add_to_server as add_match_service
 from arena_server.matches.hub import Hub
 
 SERVICE_NAMES = (
@@ -57,7 +57,7 @@ async def build_server(
     )
     add_bot_session_service(BotSessionServicer(hub), server)
     gp_grpc.add_GameServiceServicer_to_server(GameServicer(), server)
-    mp_grpc.add_MatchServiceServicer_to_server(MatchServicer(hub), server)
+    add_match_service(MatchServicer(hub), server)  # a page of moves is sent as the bytes it was written as
     bp_grpc.add_BotServiceServicer_to_server(BotServicer(hub), server)  # issue 4: bot_service.py
     add_ladder_service(hub, server)  # issue 5: leaderboards, crosstables, replays
     health_servicer = health.aio.HealthServicer()
