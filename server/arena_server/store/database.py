@@ -783,10 +783,12 @@ class _WriteQueue:
 
 
 def one_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> tuple[bool, Any]:
-    """``work`` between BEGIN IMMEDIATE and COMMIT, on the database thread: (True, its result) or (False, its error).
+    """``work`` between BEGIN IMMEDIATE and COMMIT on ``db``: (True, its result) or (False, its error).
 
-    A failure rolls back what ``work`` did (and is returned, not raised, so the
-    transactions that share its hop go on).
+    Run on the thread that owns ``db``: the store's database thread, or the
+    store writer's (:class:`arena_server.store.writer.StoreWriter`). A failure
+    rolls back what ``work`` did (and is returned, not raised, so the
+    transactions that share its hop or its batch go on).
     """
     try:
         db.execute("BEGIN IMMEDIATE")
