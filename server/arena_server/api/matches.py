@@ -160,8 +160,9 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         running = self.hub.running.get(request.match_id)
         if running is not None:
             live = running.record.termination is None
-            page = record_page_bytes(running.record, request.move_offset, request.move_limit, running=live)
-            return await page  # type: ignore[return-value]  # (bytes, sent as they are: add_to_server)
+            # Bytes, sent as they are (add_to_server), as below.
+            page = await record_page_bytes(running.record, request.move_offset, request.move_limit, running=live)
+            return page  # type: ignore[return-value]
         record = await self._stored(request.match_id)
         if record is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no match with id {request.match_id!r}")

@@ -495,12 +495,9 @@ class Store:
         One transaction, in a hop to the database thread shared with the other
         matches starting or ending meanwhile (see :class:`_WriteQueue`).
         """
-        record.match_id = str(await self.insert_start(start_rows(record)))
+        rows = start_rows(record)
+        record.match_id = str(await self._writes.run(lambda db: insert_start(db, rows)))
         return record.match_id
-
-    async def insert_start(self, rows: StartRows) -> int:
-        """Insert a match's :func:`start_rows`; returns the new match's id."""
-        return await self._writes.run(lambda db: insert_start(db, rows))
 
     async def read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run the read-only ``work`` on the connection's own thread: one hop to it and back.
@@ -533,12 +530,7 @@ class Store:
         :class:`_WriteQueue`). ``extra`` is a coroutine on the loop: one hop per
         statement, under :attr:`write_lock`.
         """
-        await self.write_end(await end_row(record), extra)
-
-    async def write_end(
-        self, row: EndRow, extra: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None
-    ) -> None:
-        """Write a match's :func:`end_row`, and ``extra`` in the same transaction (see :meth:`finish_match`)."""
+        row = await end_row(record)
         if extra is None:
             await self._writes.run(lambda db: db.execute(END_SQL, row))
             return
