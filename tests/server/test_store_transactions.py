@@ -1,7 +1,7 @@
-"""A match's start, and its end when no rating or failure hook rides along, are each one transaction
+"""A match's start, and its end with its rating change and failure report, are each one transaction
 run in one hop to the database thread; a failure inside one rolls all of it back. Starts and ends
-asked for while a hop is under way share the next hop, each still its own transaction. A bot's Hello
-looks its name up in one hop.
+asked for while a hop is under way share the next hop and commit together (a savepoint each, so a
+failing one rolls back alone). A bot's Hello looks its name up in one hop.
 
 A real SQLite file; the records come from real in-process matches.
 """
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 import pytest
 
 import arena_bots
@@ -26,7 +27,8 @@ from arena_server.referee.loop import play_match
 from arena_server.referee.records import MatchRecord
 from arena_server.seats.in_process import InProcessSeat
 from arena_server.store import database
-from arena_server.store.database import Store
+from arena_server.store.database import Store, StoreError, run_now
+from arena_server.store.ratings import rating_change
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
 
@@ -70,6 +72,98 @@ async def test_a_match_starts_and_finishes_in_one_hop_each(tmp_path: Path) -> No
         seats = conn.execute("SELECT seat, bot_name FROM match_seats WHERE match_id = ?", (match_id,)).fetchall()
     assert (status, moves) == ("finished", 10)
     assert sorted(seats) == [(0, "rock"), (1, "random")]
+
+
+def status_of(path: Path) -> dict[int, str]:
+    with sqlite3.connect(path) as conn:
+        return dict(conn.execute("SELECT id, status FROM matches"))
+
+
+def rated_ids(path: Path) -> list[int]:
+    with sqlite3.connect(path) as conn:
+        return [row[0] for row in conn.execute("SELECT match_id FROM rated_matches ORDER BY 1")]
+
+
+async def test_a_rated_match_ends_in_one_hop_with_its_rating_change(tmp_path: Path) -> None:
+    """The hub's end of a rated match (its rating change, which reads the ratings inside the transaction
+    for Plackett-Luce) is one queued write, run on the database thread: one hop, not one per statement."""
+    store = await Store.open(tmp_path / "arena.db")
+    try:
+        record = dataclasses.replace(await finished_match(), rated=True)
+        match_id = await store.start_match(record)
+        hops = count_hops(store)
+        await store.finish_match(record, rating_change(record))
+        assert len(hops) == 1, hops
+    finally:
+        await store.close()
+    assert status_of(tmp_path / "arena.db") == {int(match_id): "finished"}
+    assert rated_ids(tmp_path / "arena.db") == [int(match_id)]
+    with sqlite3.connect(tmp_path / "arena.db") as conn:
+        games = dict(conn.execute("SELECT bot_name, games FROM ratings"))
+    assert games == {"rock": 1, "random": 1}
+
+
+async def test_ends_asked_for_together_commit_once_and_a_failing_hook_rolls_back_only_its_own_end(
+    tmp_path: Path,
+) -> None:
+    store = await Store.open(tmp_path / "arena.db")
+    try:
+        template = dataclasses.replace(await finished_match(), rated=True)
+        records = [dataclasses.replace(template, match_id="") for _ in range(8)]
+        for record in records:
+            await store.start_match(record)
+
+        async def refused(conn: aiosqlite.Connection) -> None:
+            await conn.execute("INSERT INTO bot_status VALUES ('half-written', 1, 'r', 'now')")
+            raise ValueError("this end's report is refused")
+
+        hooks: list[Any] = [rating_change(r) for r in records]
+        hooks[3] = refused
+        writes, commits = store._writes.writes, store._writes.commits
+        async with store.write_lock:  # another transaction is open: the eight ends queue for one hop
+            ends = [asyncio.ensure_future(store.finish_match(r, h)) for r, h in zip(records, hooks, strict=True)]
+            await asyncio.sleep(0.05)
+        outcomes = await asyncio.gather(*ends, return_exceptions=True)
+        assert isinstance(outcomes[3], ValueError) and "refused" in str(outcomes[3])
+        assert outcomes[:3] + outcomes[4:] == [None] * 7
+        assert store._writes.writes - writes == 8
+        assert store._writes.commits - commits == 1  # one transaction for the eight (eight before)
+        assert not store.conn.in_transaction
+    finally:
+        await store.close()
+    ids = [int(r.match_id) for r in records]
+    want = {i: ("running" if i == ids[3] else "finished") for i in ids}  # the refused end left nothing behind
+    assert status_of(tmp_path / "arena.db") == want
+    assert rated_ids(tmp_path / "arena.db") == ids[:3] + ids[4:]
+    with sqlite3.connect(tmp_path / "arena.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM bot_status").fetchone()[0] == 0
+
+
+async def test_a_hook_that_awaits_anything_but_the_database_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    async def strays(conn: aiosqlite.Connection) -> None:
+        await conn.execute("INSERT INTO bot_status VALUES ('stray', 1, 'r', 'now')")
+        await asyncio.sleep(0)
+
+    async def reads(conn: aiosqlite.Connection) -> None:
+        async with conn.execute("SELECT 41 + 1") as cur:
+            assert await cur.fetchone() == (42,)
+
+    with sqlite3.connect(tmp_path / "x.db") as db:
+        run_now(reads, db)
+    store = await Store.open(tmp_path / "arena.db")
+    try:
+        record = await finished_match()
+        match_id = await store.start_match(record)
+        with pytest.raises(StoreError, match="awaited something other than the database"):
+            await store.finish_match(record, strays)
+        with pytest.raises(StoreError, match=r"use Store\.local_transaction"):
+            await store.run_in_transaction(strays)
+        await store.finish_match(record)  # the store goes on
+    finally:
+        await store.close()
+    assert status_of(tmp_path / "arena.db") == {int(match_id): "finished"}
+    with sqlite3.connect(tmp_path / "arena.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM bot_status").fetchone()[0] == 0
 
 
 async def test_a_failing_start_leaves_nothing_behind_and_the_store_goes_on(tmp_path: Path) -> None:
@@ -147,7 +241,7 @@ async def test_writes_asked_for_during_a_hop_share_the_next_one_each_its_own_tra
         )
         await first
         assert len(hops) == 2  # one for the first start, one for the five asked for meanwhile
-        assert isinstance(outcomes[2], sqlite3.IntegrityError)
+        assert isinstance(outcomes[2], sqlite3.IntegrityError)  # rolled back alone: the other four committed
         started = [r.match_id for r in records]
         assert sorted(int(i) for i in started) == stored_ids(tmp_path / "arena.db")
         assert not store.conn.in_transaction

@@ -208,23 +208,6 @@ async def test_closing_the_writer_answers_what_was_already_sent(tmp_path: Path) 
     assert writer.requests == 151
 
 
-def test_a_hook_that_waits_on_anything_but_the_database_is_refused(tmp_path: Path) -> None:
-    from arena_server.store.writer import _run_now
-
-    async def strays(conn: aiosqlite.Connection) -> None:
-        await conn.execute("SELECT 1")
-        await asyncio.sleep(0)
-
-    async def reads(conn: aiosqlite.Connection) -> None:
-        async with conn.execute("SELECT 41 + 1") as cur:
-            assert await cur.fetchone() == (42,)
-
-    with sqlite3.connect(tmp_path / "x.db") as db:
-        _run_now(reads, db)
-        with pytest.raises(StoreError, match="waited on something other than the database"):
-            _run_now(strays, db)
-
-
 async def test_a_connection_sending_garbage_is_cut_off_and_a_wrong_request_fails_alone(tmp_path: Path) -> None:
     async with through_writer(tmp_path / "shared.db") as (_main, writer, worker):
         reader, stray = await asyncio.open_unix_connection(writer.socket_path)

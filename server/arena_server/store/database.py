@@ -32,7 +32,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -525,21 +525,23 @@ class Store:
     ) -> None:
         """Write the end of a match; ``extra`` runs in the same transaction (e.g. rating updates).
 
-        Without ``extra`` (most matches) the end is one transaction in a hop
-        shared with the other matches starting or ending meanwhile (see
-        :class:`_WriteQueue`). ``extra`` is a coroutine on the loop: one hop per
-        statement, under :attr:`write_lock`.
+        One transaction in a hop shared with the other matches starting or
+        ending meanwhile (see :class:`_WriteQueue`), ``extra`` included: it runs
+        on the database thread through :func:`run_now`, so it may await only
+        the connection it is given (its statements and their cursors), as the
+        hub's rating change and failure report do. One that awaits anything
+        else fails with a :class:`StoreError` and nothing of the end is written.
         """
         row = await end_row(record)
         if extra is None:
             await self._writes.run(lambda db: db.execute(END_SQL, row))
             return
 
-        async def end_with_extra(conn: aiosqlite.Connection) -> None:
-            await conn.execute(END_SQL, row)
-            await extra(conn)
+        def end_with_extra(db: sqlite3.Connection) -> None:
+            db.execute(END_SQL, row)
+            run_now(extra, db)
 
-        await self.local_transaction(end_with_extra)
+        await self._writes.run(end_with_extra)
 
     async def reveal_seed(self, seed: str) -> None:
         """Write a sealed seed into the ended matches that played it (the end of a duplicate set)."""
@@ -549,10 +551,15 @@ class Store:
     async def run_in_transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[None]]) -> None:
         """Run ``work`` in one write transaction (all of it or nothing).
 
-        A worker's store (:class:`arena_server.store.writer.WorkerStore`) sends
-        what ``work`` writes to the main process instead; ``work`` must then only write.
+        ``work`` may await only the connection it is given (its statements and
+        their cursors): it runs on the database thread through :func:`run_now`,
+        in a hop shared with the matches starting and ending meanwhile (see
+        :class:`_WriteQueue`). A worker's store
+        (:class:`arena_server.store.writer.WorkerStore`) sends what ``work``
+        writes to the main process instead; ``work`` must then only write. For
+        work that awaits anything else, use :meth:`local_transaction`.
         """
-        await self.local_transaction(work)
+        await self._writes.run(lambda db: run_now(work, db))
 
     async def local_transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[_T]]) -> _T:
         """Run ``work`` in one write transaction on this process's own connection; what it returns.
@@ -714,12 +721,14 @@ class _WriteQueue:
     Each hop to aiosqlite's thread costs the event loop a queue put, a thread
     wake-up and a wake-up of its own: more than the SQL of a match's start or
     end. Writes asked for while a hop is under way go together in the next
-    one, in the order they were asked for, each still its own transaction (a
-    failure rolls back that one and leaves the others alone). A quiet server
-    makes one hop per write, as before; under load one hop carries many. Each
-    hop holds the store's :attr:`Store.write_lock`, as any other write does.
-    A write whose caller was cancelled before its hop began is not made; once
-    its hop began it commits, as it would have alone.
+    one, in the order they were asked for, and commit together
+    (:func:`group_commit`: one transaction, a savepoint each, so a failure
+    rolls back that write alone and leaves the others to commit). A quiet
+    server makes one hop and one commit per write, as before; under load one
+    hop and one commit carry many. Each hop holds the store's
+    :attr:`Store.write_lock`, as any other write does. A write whose caller
+    was cancelled before its hop began is not made; once its hop began it
+    commits, as it would have alone.
 
     (Reads are not queued so: measured, they seldom overlap, and the queue's
     task cost more than the hops it saved.)
@@ -727,6 +736,10 @@ class _WriteQueue:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self.writes = 0
+        """Writes made so far (each caller's one transaction)."""
+        self.commits = 0
+        """Transactions committed for them: fewer than ``writes`` when writes were taken together."""
         self._queued: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._taker: asyncio.Task[None] | None = None
         """The task taking the queued writes to the database thread, while there are any."""
@@ -767,11 +780,57 @@ class _WriteQueue:
             self._taker = None
 
     async def _hop(self, works: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
-        """Each of ``works`` in turn, in one hop: (True, its result) or (False, its error) for each."""
+        """``works`` in one hop, committed together: (True, its result) or (False, its error) for each."""
         try:
-            return await self._store._on_thread(lambda db: [one_transaction(db, work) for work in works])
+            outcomes, commits = await self._store._on_thread(lambda db: group_commit(db, works))
         except Exception as exc:  # the hop itself failed (e.g. the connection is closed)
             return [(False, exc)] * len(works)
+        self.writes += len(works)
+        self.commits += commits
+        return outcomes
+
+
+def group_commit(
+    db: sqlite3.Connection, works: Sequence[Callable[[sqlite3.Connection], Any]]
+) -> tuple[list[tuple[bool, Any]], int]:
+    """Each of ``works`` as if in its own transaction, committed together; each outcome, and the commits made.
+
+    Group commit, run on the thread that owns ``db``: the works share one
+    transaction, each inside its own savepoint, so a failing one is rolled
+    back alone and the others commit together, once. An outcome is (True,
+    what the work returned) or (False, its error), as :func:`one_transaction`
+    gives. If the shared transaction itself fails (SQLite rolled it back, as a
+    trigger's ``RAISE(ROLLBACK)`` makes it, or the commit failed), every work
+    is carried out again on its own, in its own transaction. A single work is
+    :func:`one_transaction`.
+
+    Both writers use it: the single-process store's hops (:class:`_WriteQueue`)
+    and the store writer's requests (:class:`arena_server.store.writer.StoreWriter`).
+    """
+    if len(works) <= 1:
+        outcomes = [one_transaction(db, work) for work in works]
+        return outcomes, sum(ok for ok, _value in outcomes)
+    outcomes = []
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        for work in works:
+            db.execute("SAVEPOINT work")
+            try:
+                outcomes.append((True, work(db)))
+            except Exception as exc:
+                db.execute("ROLLBACK TO work")  # (fails if SQLite ended the transaction: all again, below)
+                outcomes.append((False, exc))
+            db.execute("RELEASE work")
+        db.execute("COMMIT")
+        return outcomes, 1
+    except BaseException as exc:
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+        if not isinstance(exc, sqlite3.Error):
+            raise
+    outcomes = [one_transaction(db, work) for work in works]
+    return outcomes, sum(ok for ok, _value in outcomes)
 
 
 def one_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> tuple[bool, Any]:
@@ -796,6 +855,95 @@ def one_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection],
     except Exception as exc:
         return False, exc
     return True, result
+
+
+class DoneCursor:
+    """What :class:`_Now`'s ``execute`` gives: the statement's own cursor behind aiosqlite's cursor methods.
+
+    Without a cursor (a journal of statements, :mod:`arena_server.store.writer`) it has no rows.
+    """
+
+    def __init__(self, cursor: sqlite3.Cursor | None = None) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return 0 if self._cursor is None else self._cursor.rowcount
+
+    @property
+    def lastrowid(self) -> int | None:
+        return None if self._cursor is None else self._cursor.lastrowid
+
+    async def fetchone(self) -> Any:
+        return None if self._cursor is None else self._cursor.fetchone()
+
+    async def fetchall(self) -> list[Any]:
+        return [] if self._cursor is None else self._cursor.fetchall()
+
+    async def close(self) -> None:
+        return None
+
+    async def __aenter__(self) -> DoneCursor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class DoneExecution:
+    """Awaitable and async context manager, like aiosqlite's ``execute`` result (already done)."""
+
+    def __init__(self, cursor: DoneCursor | None = None) -> None:
+        self.cursor = cursor or DoneCursor()
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        return self._get().__await__()
+
+    async def _get(self) -> DoneCursor:
+        return self.cursor
+
+    async def __aenter__(self) -> DoneCursor:
+        return self.cursor
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class _Now:
+    """An aiosqlite-shaped connection over a plain one, whose every await is already done.
+
+    A store hook written for aiosqlite (a match's rating change, its failure
+    report) then runs to its end in one step of its coroutine, on the thread
+    that owns the plain connection.
+    """
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def execute(self, sql: str, parameters: Iterable[Any] = ()) -> DoneExecution:
+        return DoneExecution(DoneCursor(self._db.execute(sql, tuple(parameters))))
+
+    def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> DoneExecution:
+        return DoneExecution(DoneCursor(self._db.executemany(sql, [tuple(p) for p in parameters])))
+
+
+def run_now(hook: Callable[[aiosqlite.Connection], Awaitable[Any]], db: sqlite3.Connection) -> None:
+    """Run ``hook`` (written for an aiosqlite connection) on the plain ``db``, here and now, through :class:`_Now`.
+
+    Raises:
+        StoreError: the hook awaited something other than the database; what it wrote stays in the
+            caller's transaction, which the caller rolls back.
+    """
+    step = hook(_Now(db))  # type: ignore[arg-type]
+    try:
+        step.send(None)  # type: ignore[attr-defined]
+    except StopIteration:
+        return
+    step.close()  # type: ignore[attr-defined]
+    raise StoreError(
+        "a store hook awaited something other than the database, so it cannot run inside a shared write; "
+        "await only the connection it is given, or use Store.local_transaction"
+    )
 
 
 def _lock(path: str) -> int:

@@ -51,12 +51,14 @@ from arena_server.referee.records import MatchRecord, MoveLog
 from arena_server.store.database import (
     END_SQL,
     REVEAL_SQL,
+    DoneExecution,
     Store,
     StoreError,
     end_row,
+    group_commit,
     insert_start,
-    one_transaction,
     reveal_row,
+    run_now,
     start_rows,
 )
 from arena_server.store.ratings import is_ratable, rating_change
@@ -84,56 +86,6 @@ async def read_message(reader: asyncio.StreamReader) -> Any:
     return pickle.loads(await reader.readexactly(size))  # only our own processes reach the private socket
 
 
-class _Cursor:
-    """What ``execute`` returns: through a :class:`_Journal` no rows (hooks that only write never look),
-    through :class:`_Now` the statement's own cursor."""
-
-    def __init__(self, cursor: sqlite3.Cursor | None = None) -> None:
-        self._cursor = cursor
-
-    @property
-    def rowcount(self) -> int:
-        return 0 if self._cursor is None else self._cursor.rowcount
-
-    @property
-    def lastrowid(self) -> int | None:
-        return None if self._cursor is None else self._cursor.lastrowid
-
-    async def fetchone(self) -> Any:
-        return None if self._cursor is None else self._cursor.fetchone()
-
-    async def fetchall(self) -> list[Any]:
-        return [] if self._cursor is None else self._cursor.fetchall()
-
-    async def close(self) -> None:
-        return None
-
-    async def __aenter__(self) -> _Cursor:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-class _Execution:
-    """Awaitable and async context manager, like aiosqlite's ``execute`` result (already done)."""
-
-    def __init__(self, cursor: _Cursor | None = None) -> None:
-        self.cursor = cursor or _Cursor()
-
-    def __await__(self):  # type: ignore[no-untyped-def]
-        return self._get().__await__()
-
-    async def _get(self) -> _Cursor:
-        return self.cursor
-
-    async def __aenter__(self) -> _Cursor:
-        return self.cursor
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
 class _Journal:
     """A stand-in connection recording the statements a hook writes (rating statements left out)."""
 
@@ -144,15 +96,15 @@ class _Journal:
         target = _TARGET.match(sql)
         return target is not None and target.group(1).lower() not in _RATING_TABLES
 
-    def execute(self, sql: str, parameters: Iterable[Any] = ()) -> _Execution:
+    def execute(self, sql: str, parameters: Iterable[Any] = ()) -> DoneExecution:
         if self._keep(sql):
             self.statements.append((sql, False, tuple(parameters)))
-        return _Execution()
+        return DoneExecution()
 
-    def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> _Execution:
+    def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> DoneExecution:
         if self._keep(sql):
             self.statements.append((sql, True, [tuple(p) for p in parameters]))
-        return _Execution()
+        return DoneExecution()
 
 
 async def _journal(hook: Hook | None) -> list[tuple[str, bool, Any]]:
@@ -435,30 +387,10 @@ class StoreWriter:
         steps = [self._prepared(request) for request in requests]
         works = [(i, step) for i, step in enumerate(steps) if callable(step)]
         outcomes: list[tuple[bool, Any]] = [step if not callable(step) else (False, None) for step in steps]
-        if len(works) == 1:
-            i, work = works[0]
-            outcomes[i] = one_transaction(db, work)
-            self.commits += outcomes[i][0]
-        elif works:
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                for i, work in works:
-                    db.execute("SAVEPOINT request")
-                    try:
-                        outcomes[i] = True, work(db)
-                    except Exception as exc:
-                        db.execute("ROLLBACK TO request")  # (fails if SQLite ended the transaction: all again)
-                        outcomes[i] = False, exc
-                    db.execute("RELEASE request")
-                db.execute("COMMIT")
-                self.commits += 1
-            except sqlite3.Error:
-                if db.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        db.execute("ROLLBACK")
-                for i, work in works:
-                    outcomes[i] = one_transaction(db, work)
-                    self.commits += outcomes[i][0]
+        done, commits = group_commit(db, [work for _i, work in works])
+        for (i, _work), outcome in zip(works, done, strict=True):
+            outcomes[i] = outcome
+        self.commits += commits
         return [_reply(request, outcome) for request, outcome in zip(requests, outcomes, strict=True)]
 
     def _prepared(self, request: tuple[Any, ...]) -> Callable[[sqlite3.Connection], Any] | tuple[bool, Any]:
@@ -482,7 +414,7 @@ class StoreWriter:
             def finish(db: sqlite3.Connection) -> None:
                 db.execute(END_SQL, row)
                 if rating is not None:
-                    _run_now(rating, db)
+                    run_now(rating, db)
                 _run_statements(db, statements)
 
             return finish
@@ -535,35 +467,3 @@ def _run_statements(db: sqlite3.Connection, statements: list[tuple[str, bool, An
             db.executemany(sql, parameters)
         else:
             db.execute(sql, parameters)
-
-
-class _Now:
-    """An aiosqlite-shaped connection over a plain one, whose every await is already done.
-
-    A store hook written for aiosqlite (the rating change) then runs to its
-    end in one step of its coroutine, on the writer's thread.
-    """
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def execute(self, sql: str, parameters: Iterable[Any] = ()) -> _Execution:
-        return _Execution(_Cursor(self._db.execute(sql, tuple(parameters))))
-
-    def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> _Execution:
-        return _Execution(_Cursor(self._db.executemany(sql, [tuple(p) for p in parameters])))
-
-
-def _run_now(hook: Hook, db: sqlite3.Connection) -> None:
-    """Run ``hook`` on ``db`` through :class:`_Now`, here and now.
-
-    Raises:
-        StoreError: the hook waited on something other than the database (it cannot run in the writer).
-    """
-    step = hook(_Now(db))  # type: ignore[arg-type]
-    try:
-        step.send(None)  # type: ignore[attr-defined]
-    except StopIteration:
-        return
-    step.close()  # type: ignore[attr-defined]
-    raise StoreError("a store hook waited on something other than the database; the store writer cannot run it")
