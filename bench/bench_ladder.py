@@ -5,6 +5,9 @@
    registered under many names), 100-round RPS. Concurrency 1, 2 and 4 with
    10 bots, then 10, 100 and 1,000 bots at concurrency 2. Baseline in the same
    run: the same matches through ``play_match`` alone (no scheduler, no store).
+   Each line also gives the process's CPU a match (every thread: the loop,
+   SQLite's, the refits), which moves less than the rate on a host whose
+   speed wanders.
 2. Refit time of one Bradley-Terry pool (read pair totals, fit, write
    ratings), cold (from 1500) and warm (from the stored fit): 100 bots with
    100,000 stored rated matches (target under 50 ms), and 1,000 bots with
@@ -62,12 +65,14 @@ def bot_pool(count: int) -> dict[str, HostedBot]:
     return out
 
 
-async def baseline_rate(seconds: float) -> float:
+async def baseline_rate(seconds: float) -> tuple[float, float]:
+    """Matches a second, and CPU ms a match (this process, every thread)."""
     game = load_game("rps", rounds=ROUNDS, draw_band=2)
     hosted = hosted_bots()
     rng = random.Random(1)
     count = 0
     start = time.perf_counter()
+    cpu = time.process_time()
     while time.perf_counter() - start < seconds:
         a, b = rng.sample(BASE, 2)
         seats = [
@@ -76,10 +81,11 @@ async def baseline_rate(seconds: float) -> float:
         ]
         await play_match(game, seats)
         count += 1
-    return count / (time.perf_counter() - start)
+    return count / (time.perf_counter() - start), (time.process_time() - cpu) * 1e3 / count
 
 
-async def ladder_rate(bots: int, concurrency: int, seconds: float) -> float:
+async def ladder_rate(bots: int, concurrency: int, seconds: float) -> tuple[float, float]:
+    """Matches a second, and CPU ms a match (this process, every thread: the loop, SQLite's, the refits)."""
     with tempfile.TemporaryDirectory() as tmp:
         store = await Store.open(Path(tmp) / "bench.db")
         try:
@@ -94,13 +100,15 @@ async def ladder_rate(bots: int, concurrency: int, seconds: float) -> float:
             await asyncio.sleep(0.5)  # warm-up
             first = ladder.matches_played
             start = time.perf_counter()
+            cpu = time.process_time()
             await asyncio.sleep(seconds)
             played = ladder.matches_played - first
             elapsed = time.perf_counter() - start
+            cpu_ms = (time.process_time() - cpu) * 1e3 / max(played, 1)
             ladder.halt()
             await hub.shutdown()
             await ladder.stop()
-            return played / elapsed
+            return played / elapsed, cpu_ms
         finally:
             await store.close()
 
@@ -303,12 +311,13 @@ async def main() -> None:
         await refit_and_query()
         return
     print(f"-- ladder throughput: RPS {ROUNDS} rounds, in-process reference bots, {SECONDS:g} s per run --")
-    base = await baseline_rate(SECONDS)
-    print(f"baseline: play_match alone (no scheduler, no store): {base:7.1f} matches/s")
+    base, base_cpu = await baseline_rate(SECONDS)
+    print(f"baseline: play_match alone (no scheduler, no store): {base:7.1f} matches/s, {base_cpu:5.2f} ms CPU a match")
     for bots, concurrency in ((10, 1), (10, 2), (10, 4), (100, 2), (1_000, 2)):
-        rate = await ladder_rate(bots, concurrency, SECONDS)
+        rate, cpu = await ladder_rate(bots, concurrency, SECONDS)
         print(
-            f"ladder: {bots:>5} bots, concurrency {concurrency}: {rate:7.1f} matches/s ({rate / base:.2f} x baseline)"
+            f"ladder: {bots:>5} bots, concurrency {concurrency}: {rate:7.1f} matches/s ({rate / base:.2f} x baseline),"
+            f" {cpu:5.2f} ms CPU a match"
         )
     await refit_and_query()
 
