@@ -8,6 +8,7 @@ successful connection), a challenger does not count aborted matches, and one
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sqlite3
 import statistics
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from arena_client import MatchInfo, Termination, Turn
-from arena_client.remote import FIRST_BACKOFF, Client
+from arena_client.remote import FIRST_BACKOFF, ArenaError, Client
 from tests.conftest import LiveServer
 from tests.fakes.bots import Paper
 from tests.soak_support import ScriptProcess, ServerProcess, write_sdk_bot
@@ -186,3 +187,49 @@ async def test_one_client_plays_two_challenges_in_a_row(live_server: LiveServer)
         assert result.termination == Termination.NORMAL, result.reason
         assert result.returns == (10.0, -10.0)
     assert client.connections == 2
+
+
+async def test_a_challenge_refused_for_now_is_sent_again_until_it_is_played(
+    live_server: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server cannot record a match for a while (its database is read-only): it refuses the challenge
+    with ``retry_later``, and the SDK challenges again after a back-off, on the same connection, instead
+    of stopping with 'challenge refused'. A killed worker of ``arena serve --workers`` refuses the same way
+    (its store writer is gone) until it stops."""
+    caplog.set_level(logging.INFO, logger="arena_client")
+    store = live_server.store
+    await store.conn.execute("PRAGMA query_only = ON")  # every write fails: a match cannot even start
+    client = Client(Paper(), live_server.address, name="patient")
+    task = asyncio.ensure_future(client.play(opponent="rock", params={"rounds": 5}, matches=2))
+    deadline = time.monotonic() + 20
+    while "cannot start the match for now" not in caplog.text:
+        assert not task.done(), task.exception()
+        assert time.monotonic() < deadline, caplog.text
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.5)  # refused again meanwhile (the store refuses after its 0.5 s pause)
+    assert not task.done()
+    await store.conn.execute("PRAGMA query_only = OFF")  # the fault clears
+    results = await asyncio.wait_for(task, 30)
+    assert [r.termination for r in results] == [Termination.NORMAL, Termination.NORMAL]
+    assert client.connections == 1  # challenged again on the same stream
+    assert caplog.text.count("cannot start the match for now") >= 2
+    assert "attempt to write a readonly database" in caplog.text
+
+
+async def test_refusals_for_now_end_in_an_error_after_give_up_after_and_a_wrong_challenge_at_once(
+    live_server: LiveServer,
+) -> None:
+    store = live_server.store
+    client = Client(Paper(), live_server.address, name="refused")
+    began = time.monotonic()
+    with pytest.raises(ArenaError, match="challenge refused: no bot named 'nobody'"):  # not for now: at once
+        await asyncio.wait_for(client.play(opponent="nobody", params={"rounds": 5}), 20)
+    assert time.monotonic() - began < 5
+    await store.conn.execute("PRAGMA query_only = ON")
+    try:
+        with pytest.raises(ArenaError, match=r"refused the challenge for \d+ s, each time for now; giving up"):
+            await asyncio.wait_for(client.play(opponent="rock", params={"rounds": 5}, give_up_after=2.0), 30)
+        with pytest.raises(ArenaError, match="challenge refused: the server could not record a new match"):
+            await asyncio.wait_for(client.play(opponent="rock", params={"rounds": 5}, reconnect=False), 20)
+    finally:
+        await store.conn.execute("PRAGMA query_only = OFF")

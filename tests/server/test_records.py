@@ -104,6 +104,7 @@ async def test_read_only_database_voids_the_match_and_the_bot_is_told(
     while refused.state != bs.ChallengeStatus.STATE_REFUSED:
         refused = (await raw.recv_kind("challenge_status")).challenge_status
     assert refused.reason.startswith("the server could not record a new match: attempt to write a readonly database")
+    assert refused.retry_later  # for now: the same challenge may be played once the fault clears
 
     await store.conn.execute("PRAGMA query_only = OFF")  # the fault clears: the server serves on
     await raw.challenge("rock", rounds=5)

@@ -152,10 +152,18 @@ def run(
         token: Secret token of a registered bot name.
         seat: Seat to take in challenge matches (default: alternate).
         time_control: Ask for this clock in challenge matches (default: the server's).
-        reconnect: Reconnect with exponential back-off when the server goes away.
-        max_backoff: Longest wait between reconnection attempts, in seconds.
+        reconnect: Reconnect with exponential back-off when the server goes away,
+            and challenge again, with the same back-off, when the server
+            refuses the challenge for now (``ChallengeStatus.retry_later``: it
+            is shutting down, or its database cannot record a match right now).
+            A challenge refused for what it is (an unknown opponent, bad
+            parameters) raises :class:`ArenaError` at once.
+        max_backoff: Longest wait between reconnection attempts (and between
+            challenges refused for now), in seconds.
         give_up_after: Stop with :class:`ServerUnreachable` after this many
-            seconds without a successful connection (None: never give up).
+            seconds without a successful connection, and with
+            :class:`ArenaError` after this many seconds of challenges refused
+            for now (None: never give up).
         threaded: Where ``act`` runs. ``True``: in a worker thread, so the
             stream stays responsive however long it thinks (pings answered, the
             end of a match heard), at the price of two thread hand-offs per
@@ -272,6 +280,14 @@ class Client:
         self._aborted_in_a_row = 0
         self.session_token = ""
         """This session's Welcome.session_token: put it in CreateMatchRequest.bot_tokens to seat this bot."""
+        self._reconnect = True
+        self._max_backoff = 30.0
+        self._give_up_after: float | None = GIVE_UP_AFTER
+        self._refused_since: float | None = None
+        """When the current run of temporary refusals (``ChallengeStatus.retry_later``) began, or None."""
+        self._refusals = 0
+        self._challenge_again: asyncio.TimerHandle | None = None
+        """The challenge sent again after a temporary refusal, while it waits (cancelled with the session)."""
 
     async def play(
         self,
@@ -301,6 +317,9 @@ class Client:
         self.results = []
         self.aborted = []
         self._aborted_in_a_row = 0
+        self._reconnect, self._max_backoff, self._give_up_after = reconnect, max_backoff, give_up_after
+        self._refused_since = None
+        self._refusals = 0
         self._worker = _ActWorker() if self.threaded else None
         self._auto = self.threaded == "auto"
         attempt = 0
@@ -455,6 +474,9 @@ class Client:
                     raise _Retry(_describe(exc)) from None
                 raise ArenaError(_describe(exc)) from None
             finally:
+                if self._challenge_again is not None:
+                    self._challenge_again.cancel()  # (the next session challenges afresh)
+                    self._challenge_again = None
                 call.cancel()
 
     async def _close(self, call: Any) -> None:
@@ -568,7 +590,12 @@ class Client:
             elif kind == "challenge_status":
                 status = msg.challenge_status
                 if status.state == bs.ChallengeStatus.STATE_REFUSED:
+                    if status.retry_later and again is not None and self._reconnect:
+                        self._challenge_later(writer, again, status.reason)
+                        continue
                     raise ArenaError(f"challenge refused: {status.reason}")
+                if status.state == bs.ChallengeStatus.STATE_STARTED:
+                    self._refused_since = None  # (a run of temporary refusals is over)
                 if status.state == bs.ChallengeStatus.STATE_DONE and again is not None:
                     if len(self.results) >= matches:
                         return
@@ -579,6 +606,32 @@ class Client:
                         matches - len(self.results),
                     )
                     writer.send(again())
+
+    def _challenge_later(self, writer: _Writer, again: Callable[[], bs.BotMessage], reason: str) -> None:
+        """A temporary refusal (the server stopping, its database busy): challenge again after a back-off.
+
+        The stream stays open and read meanwhile. Raises ArenaError once the
+        refusals have lasted ``give_up_after`` seconds.
+        """
+        now = time.monotonic()
+        if self._refused_since is None:
+            self._refused_since = now
+            self._refusals = 0
+        self._refusals += 1
+        refused_for = now - self._refused_since
+        if self._give_up_after is not None and refused_for >= self._give_up_after:
+            raise ArenaError(
+                f"the server has refused the challenge for {refused_for:.0f} s, each time for now; giving up "
+                f"(last: {reason})"
+            )
+        delay = min(self._max_backoff, FIRST_BACKOFF * 2 ** min(self._refusals - 1, 10)) * (0.5 + random.random() / 2)
+        log.log(
+            logging.WARNING if self._refusals == 1 else logging.INFO,
+            "arena_client: the server cannot start the match for now (%s); challenging again in %.1f s",
+            reason,
+            delay,
+        )
+        self._challenge_again = asyncio.get_running_loop().call_later(delay, lambda: writer.send(again()))
 
     def _record(self, result: MatchResult) -> None:
         if result.termination == Termination.ABORTED:

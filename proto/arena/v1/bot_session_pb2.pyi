@@ -770,12 +770,20 @@ class ChallengeStatus(_message.Message):
     QUEUE_POSITION_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     MATCH_ID_FIELD_NUMBER: _builtins.int
+    RETRY_LATER_FIELD_NUMBER: _builtins.int
     challenge_id: _builtins.str
     state: Global___ChallengeStatus.State.ValueType
     queue_position: _builtins.int
     """1-based position in the opponent's queue while QUEUED."""
     reason: _builtins.str
     match_id: _builtins.str
+    retry_later: _builtins.bool
+    """With STATE_REFUSED: true when the refusal is temporary (the server is
+    shutting down, or cannot record a match right now). The same challenge
+    may succeed later: send it again after a pause, or reconnect. False for a
+    challenge that is wrong in itself (unknown opponent or game, bad
+    parameters), which must not be retried as it is.
+    """
     def __init__(
         self,
         *,
@@ -784,10 +792,11 @@ class ChallengeStatus(_message.Message):
         queue_position: _builtins.int = ...,
         reason: _builtins.str = ...,
         match_id: _builtins.str = ...,
+        retry_later: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["challenge_id", b"challenge_id", "match_id", b"match_id", "queue_position", b"queue_position", "reason", b"reason", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["challenge_id", b"challenge_id", "match_id", b"match_id", "queue_position", b"queue_position", "reason", b"reason", "retry_later", b"retry_later", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -49,6 +49,10 @@ PONG_RATE = 1.0
 """Unsolicited pongs per second a bot may send in the long run; a faster bot is disconnected."""
 
 
+RETRY_LATER = frozenset({"stopping", "store"})
+"""Hub refusals that are temporary: the server is stopping, or its database cannot record a match now
+(``ChallengeStatus.retry_later``; the SDK challenges again after a pause)."""
+
 _HUB_CODES = {
     "unknown_bot": bs.ERROR_CODE_UNKNOWN_BOT,
     "unsupported_game": bs.ERROR_CODE_UNSUPPORTED_GAME,
@@ -389,7 +393,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                     )
         except (HubError, ValueError) as exc:
             code = getattr(exc, "code", "bad_params")
-            await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
+            await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc), retry_later=code in RETRY_LATER)
             await session.error(_HUB_CODES.get(code, bs.ERROR_CODE_BAD_PARAMS), str(exc))
             return
         count = max(ch.matches, 1)
@@ -413,7 +417,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                     game, names, tc, ch.seed or None, on_queued=queued, seed_chosen=bool(ch.seed)
                 )
             except HubError as exc:  # includes a database that cannot record the match (code "store")
-                await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc))
+                await status(bs.ChallengeStatus.STATE_REFUSED, reason=str(exc), retry_later=exc.code in RETRY_LATER)
                 return
             except Exception as exc:  # never leave the bot waiting for a match that will not come
                 reason = f"the server could not start the match: {exc!r}"
