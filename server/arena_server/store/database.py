@@ -4,8 +4,11 @@ One long-lived aiosqlite connection in WAL mode with foreign keys on. The
 schema is versioned (``PRAGMA user_version``) and upgraded by forward
 migrations at start-up; a database from a newer Arena is refused rather than
 touched. Matches are written when they start (status running) and completed
-in one transaction when they end, so after a crash the running ones are
-marked aborted at the next start and nothing is half-written. A running
+in one transaction when they end (with their rating change and failure
+report, run on the database thread), so after a crash the running ones are
+marked aborted at the next start and nothing is half-written. The starts and
+ends asked for together go to the database thread in one hop and commit
+together (:func:`group_commit`). A running
 match's row holds only the seed's commitment (``seed_sha256``); the seed
 itself is written when the match ends, so no reader of the file can predict
 a live match's dice (a match cut off by a crash never reveals its seed). A
