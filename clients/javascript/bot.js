@@ -57,6 +57,8 @@ function choose(turn, seat) {
   return legal[Math.floor(Math.random() * legal.length)];
 }
 
+const MAX_REFUSALS = 6; // temporary refusals in a row before giving up (0.5 s doubling: about 30 s)
+
 function main() {
   const options = parseArgs(process.argv.slice(2));
   const Service = loadService(options.protoDir);
@@ -65,6 +67,13 @@ function main() {
   let seat = 0;
   let played = 0;
   let failed = false;
+  let refusals = 0; // temporary refusals in a row (the server stopping, or its database busy)
+
+  const challenge = () => {
+    call.write({
+      challenge: { opponent: options.opponent, game: options.game, matches: options.matches - played },
+    });
+  };
 
   const finish = (code) => {
     call.end();
@@ -76,16 +85,22 @@ function main() {
     switch (message.kind) {
       case 'welcome':
         console.error(`welcome: playing as ${message.welcome.botName}`);
-        call.write({
-          challenge: { opponent: options.opponent, game: options.game, matches: options.matches },
-        });
+        challenge();
         break;
       case 'challengeStatus': {
         const status = message.challengeStatus;
         console.error(`challenge: ${status.state} ${status.reason}`);
-        if (status.state === 'STATE_REFUSED') {
+        if (status.state === 'STATE_REFUSED' && status.retryLater && refusals < MAX_REFUSALS) {
+          // Refused for now, not for what the challenge is: send it again after a pause.
+          const delay = 500 * 2 ** refusals;
+          refusals += 1;
+          console.error(`challenging again in ${delay} ms`);
+          setTimeout(challenge, delay);
+        } else if (status.state === 'STATE_REFUSED') {
           failed = true;
           finish(1);
+        } else if (status.state === 'STATE_STARTED') {
+          refusals = 0;
         } else if (status.state === 'STATE_DONE') {
           finish(failed ? 1 : 0);
         }

@@ -81,34 +81,55 @@ async def test_plain_python_bot_plays(game: str) -> None:
     assert record.termination == Termination.NORMAL, record.reason
 
 
-async def test_javascript_bot_plays_over_grpc(live_server: object) -> None:
+async def javascript_bot(address: str, matches: int) -> asyncio.subprocess.Process:
+    """``clients/javascript/bot.js`` challenging the hosted ``random`` to ``matches`` RPS matches."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the JavaScript client cannot run")
     js = CLIENTS / "javascript"
     if not (js / "node_modules" / "@grpc" / "grpc-js").is_dir():
         pytest.skip("run `npm install` in clients/javascript first (needs @grpc/grpc-js and @grpc/proto-loader)")
-    address = live_server.address  # type: ignore[attr-defined]
-    proc = await asyncio.create_subprocess_exec(
-        node,
-        str(js / "bot.js"),
-        "--address",
-        address,
-        "--opponent",
-        "random",
-        "--game",
-        "rps",
-        "--matches",
-        "2",
+    return await asyncio.create_subprocess_exec(
+        *(node, str(js / "bot.js"), "--address", address, "--opponent", "random", "--game", "rps"),
+        *("--matches", str(matches)),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+async def finished(proc: asyncio.subprocess.Process) -> str:
+    """The program's stderr once it exits (killed after 60 s)."""
     try:
         _, err = await asyncio.wait_for(proc.communicate(), 60)
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    log = err.decode()
+    return err.decode()
+
+
+async def test_javascript_bot_plays_over_grpc(live_server: object) -> None:
+    proc = await javascript_bot(live_server.address, 2)  # type: ignore[attr-defined]
+    log = await finished(proc)
     assert proc.returncode == 0, log
     assert log.count("ended: TERMINATION_NORMAL") == 2, log
+
+
+async def test_javascript_bot_challenges_again_after_a_refusal_for_now(live_server: object) -> None:
+    """The server cannot record a match for a while (its database is read-only): ``retry_later``."""
+    store = live_server.store  # type: ignore[attr-defined]
+    await store.conn.execute("PRAGMA query_only = ON")
+    proc = await javascript_bot(live_server.address, 1)  # type: ignore[attr-defined]
+    assert proc.stderr is not None
+    seen = b""
+    try:
+        while b"challenging again" not in seen:
+            line = await asyncio.wait_for(proc.stderr.readline(), 30)
+            assert line, seen.decode()
+            seen += line
+    finally:
+        await store.conn.execute("PRAGMA query_only = OFF")
+    log = seen.decode() + await finished(proc)
+    assert proc.returncode == 0, log
+    assert "STATE_REFUSED the server could not record a new match" in log
+    assert log.count("ended: TERMINATION_NORMAL") == 1, log
