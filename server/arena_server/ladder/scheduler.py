@@ -229,6 +229,8 @@ class Ladder:
         self._task: asyncio.Task[None] | None = None
         self.refitter = RatingRefitter(self.store, config.refit_interval, self.refresh, write=refit)
         self._loaded_pairs = False
+        self._wanted = frozenset(config.bots)
+        """``config.bots`` as a set, for :meth:`eligible` (which a pick calls over every bot)."""
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -305,7 +307,7 @@ class Ladder:
     def eligible(self, pool: _Pool, ignore_busy: bool = False) -> list[str]:
         """Bots that may start a match in ``pool`` now (with ``ignore_busy``: once their matches end)."""
         hub = self.hub
-        wanted = set(self.config.bots)
+        wanted = self._wanted
         out = []
         for name in hub.bot_names():
             if wanted and name not in wanted:
@@ -371,8 +373,10 @@ class Ladder:
 
     def _balanced(self, pool: _Pool, free: list[str]) -> bool:
         """False when the free bots should wait for a busy one instead of replaying an over-played pair."""
+        if not self.units or len(free) > MAX_CANDIDATES:
+            return True  # nobody is busy (or the pool is so big that free bots always have fresh pairs)
         everyone = sorted(set(self.eligible(pool, ignore_busy=True)) | set(free))
-        if len(everyone) <= len(free) or not self.units or len(everyone) > MAX_CANDIDATES:
+        if len(everyone) <= len(free) or len(everyone) > MAX_CANDIDATES:
             return True  # nobody to wait for (or a pool so big that free bots always have fresh pairs)
         games = _games_matrix(pool, everyone)
         upper = np.triu(np.ones(games.shape, dtype=bool), 1)
