@@ -97,6 +97,13 @@ class _Retry(Exception):
     """The connection dropped (or never came up); reconnect and carry on."""
 
 
+def backoff(attempt: int, max_backoff: float) -> float:
+    """Seconds to wait before retry number ``attempt`` (1 for the first): :data:`FIRST_BACKOFF` doubled per
+    retry, at most ``max_backoff``, with jitter (between half and all of it) so that many bots do not retry
+    in step. Reconnections and challenges refused for now wait alike."""
+    return min(max_backoff, FIRST_BACKOFF * 2.0 ** min(attempt - 1, 10)) * (0.5 + random.random() / 2)
+
+
 def cannot_reach(target: str, detail: str) -> str:
     """The one-line "cannot reach" message used by the SDK and the CLI."""
     return f"cannot reach {target} ({detail}); is an Arena server running there? Start one with `arena serve`"
@@ -345,7 +352,7 @@ class Client:
                             raise ArenaError(what) from None
                         raise ServerUnreachable(cannot_reach(self.target, str(exc))) from None
                     attempt += 1
-                    delay = min(max_backoff, FIRST_BACKOFF * 2 ** min(attempt - 1, 10)) * (0.5 + random.random() / 2)
+                    delay = backoff(attempt, max_backoff)
                     down = time.monotonic() - outage_since
                     if give_up_after is not None:
                         if down >= give_up_after:
@@ -624,7 +631,7 @@ class Client:
                 f"the server has refused the challenge for {refused_for:.0f} s, each time for now; giving up "
                 f"(last: {reason})"
             )
-        delay = min(self._max_backoff, FIRST_BACKOFF * 2 ** min(self._refusals - 1, 10)) * (0.5 + random.random() / 2)
+        delay = backoff(self._refusals, self._max_backoff)
         log.log(
             logging.WARNING if self._refusals == 1 else logging.INFO,
             "arena_client: the server cannot start the match for now (%s); challenging again in %.1f s",
