@@ -536,15 +536,13 @@ class Store:
         else fails with a :class:`StoreError` and nothing of the end is written.
         """
         row = await end_row(record)
-        if extra is None:
-            await self._writes.run(lambda db: db.execute(END_SQL, row))
-            return
 
-        def end_with_extra(db: sqlite3.Connection) -> None:
+        def end(db: sqlite3.Connection) -> None:
             db.execute(END_SQL, row)
-            run_now(extra, db)
+            if extra is not None:
+                run_now(extra, db)
 
-        await self._writes.run(end_with_extra)
+        await self._writes.run(end)
 
     async def reveal_seed(self, seed: str) -> None:
         """Write a sealed seed into the ended matches that played it (the end of a duplicate set)."""
