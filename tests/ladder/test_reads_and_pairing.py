@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
+import math
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +19,24 @@ import numpy as np
 import arena_server.store.ratings as ls
 from arena.v1 import ladder_pb2 as lp
 from arena.v1 import ladder_pb2_grpc as lp_grpc
+from arena_bots import HostedBot, hosted_bots
 from arena_games import load_game
-from arena_server.ladder.scheduler import PAIR_FLOOR, Ladder, LadderConfig, RatingRefitter, pair_weights
+from arena_server.ladder.scheduler import (
+    MAX_CANDIDATES,
+    PAIR_FLOOR,
+    Ladder,
+    LadderConfig,
+    PairScratch,
+    RatingRefitter,
+    _BotInfo,
+    _games_upper,
+    _Pool,
+    pair_weights,
+    upper_weights,
+)
+from arena_server.matches.hub import Hub
+from arena_server.ratings.fit import ELO_PER_UNIT, Z95
+from arena_server.store.database import Store
 from tests.conftest import LiveServer
 from tests.ladder.test_ladder_live import run_ladder
 from tests.ladder.test_ratings_properties import _store_rated
@@ -115,6 +134,86 @@ def test_pair_weights_favour_uncertain_pairs_and_keep_a_floor() -> None:
     assert np.all(upper >= PAIR_FLOOR * upper.max() - 1e-12)
     assert w[2, 3] > w[1, 2]  # wide interval beats a well-known, much-played pair
     assert w[0, 3] > w[0, 2]  # the uncertain bot is the far bot's likeliest opponent
+
+
+def _weights_by_hand(ratings: np.ndarray, cis: np.ndarray, games: np.ndarray) -> np.ndarray:
+    """The weights of :func:`pair_weights`'s docstring, pair by pair in scalar arithmetic."""
+    m = len(ratings)
+    out = np.zeros((m, m))
+    for i in range(m):
+        for j in range(i + 1, m):
+            va = (max(cis[i], 1e-3) / (Z95 * ELO_PER_UNIT)) ** 2
+            vb = (max(cis[j], 1e-3) / (Z95 * ELO_PER_UNIT)) ** 2
+            d = (ratings[i] - ratings[j]) / ELO_PER_UNIT
+            p = 1.0 / (1.0 + math.exp(-d / math.sqrt(1.0 + math.pi * (va + vb) / 8.0)))
+            info = p * (1.0 - p)
+            gain = va * va * info / (1.0 + va * info) + vb * vb * info / (1.0 + vb * info)
+            out[i, j] = gain / math.sqrt(1.0 + games[i, j])
+    top = out.max() if m > 1 else 0.0
+    upper = np.triu(np.ones((m, m), dtype=bool), 1)
+    out[upper] = np.maximum(out[upper], PAIR_FLOOR * top)
+    return out
+
+
+def test_upper_weights_are_the_formula_and_reusing_their_arrays_keeps_nothing() -> None:
+    rng = np.random.default_rng(5)
+    for m in (2, 3, 17, 60):
+        scratch = PairScratch(m)
+        assert [(int(i), int(j)) for i, j in zip(scratch.rows, scratch.cols, strict=True)] == [
+            (i, j) for i in range(m) for j in range(i + 1, m)
+        ]
+        for _ in range(3):  # the same scratch each time: a call must not see the one before
+            ratings = rng.normal(1500.0, 300.0, m)
+            cis = rng.uniform(0.0, 600.0, m)
+            games = np.triu(rng.integers(0, 40, (m, m)).astype(float), 1)
+            expected = _weights_by_hand(ratings, cis, games)
+            got = upper_weights(ratings, cis, games[scratch.rows, scratch.cols], scratch)
+            np.testing.assert_allclose(got, expected[scratch.rows, scratch.cols], rtol=1e-12)
+            np.testing.assert_allclose(pair_weights(ratings, cis, games), expected, rtol=1e-12)
+
+
+def test_games_upper_puts_each_pairs_games_in_its_place() -> None:
+    names = sorted(f"bot-{i}" for i in range(7))
+    scratch = PairScratch(len(names))
+    few = {("bot-1", "bot-4"): 3, ("bot-0", "bot-6"): 9, ("bot-2", "outsider"): 5}
+    many = {(a, b): 1 + i for i, (a, b) in enumerate((a, b) for a in names for b in names if a < b)}
+    many.update({(f"old-{k}", "outsider"): 2 for k in range(40)})  # more pairs than half the matrix: the other path
+    for pairs in (few, many, {}):
+        pool = _Pool(load_game("rps"), "rps", pair_games=dict(pairs))
+        scratch.games.fill(7.0)  # what a pick before left there
+        games = _games_upper(pool, names, scratch.games)
+        expected = [pairs.get((names[i], names[j]), 0) for i, j in zip(scratch.rows, scratch.cols, strict=True)]
+        assert games.tolist() == expected
+
+
+async def test_a_pick_among_hundreds_of_bots_makes_no_array_the_size_of_its_pairs(tmp_path: Path) -> None:
+    """A pick in a big pool computes in the ladder's kept arrays (each new one of 160 kB faulted its pages in)."""
+    store = await Store.open(tmp_path / "big.db")
+    rock = hosted_bots()["rock"]
+    names = [f"rock-{i:03d}" for i in range(300)]
+    hosted = {name: HostedBot(name, rock.games, rock.factory, rock.description) for name in names}
+    hub = Hub(store, hosted)
+    try:
+        ladder = Ladder(hub, LadderConfig([load_game("rps")], seed=3, bots=tuple(hosted)))
+        pool = ladder.pools[0]
+        rng = np.random.default_rng(3)
+        for name in names:
+            pool.bots[name] = _BotInfo(float(rng.normal(1500.0, 200.0)), float(rng.uniform(30.0, 300.0)), 10)
+        for a, b in itertools.pairwise(names):
+            pool.pair_games[(a, b)] = 4
+        assert ladder._pick_in(pool) is not None  # the first pick makes the arrays it keeps
+        tracemalloc.start()
+        try:
+            picks = [ladder._pick_in(pool) for _ in range(5)]
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert all(p is not None and len(set(p)) == 2 and set(p) <= set(names) for p in picks)
+        pair_array = MAX_CANDIDATES * (MAX_CANDIDATES - 1) // 2 * 8  # bytes of one value a pair
+        assert peak < pair_array / 2, f"a pick allocated up to {peak} bytes at once"
+    finally:
+        await hub.shutdown()
+        await store.close()
 
 
 async def test_four_bots_concurrency_two_play_every_pair(live_server: LiveServer) -> None:

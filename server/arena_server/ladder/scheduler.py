@@ -231,6 +231,8 @@ class Ladder:
         self._loaded_pairs = False
         self._wanted = frozenset(config.bots)
         """``config.bots`` as a set, for :meth:`eligible` (which a pick calls over every bot)."""
+        self._scratch: PairScratch | None = None
+        """The pairs of the last two-seat pick's candidates and its arrays (:class:`PairScratch`)."""
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -349,13 +351,21 @@ class Ladder:
             return None
         if len(names) > MAX_CANDIDATES:  # big pools: weigh a random sample (the weights are O(bots²))
             names = sorted(self.rng.sample(names, MAX_CANDIDATES))
-        weight = self._weights(pool, names)
         m = len(names)
         if n == 2:
-            flat = self._draw(weight.ravel())
-            chosen = [flat // m, flat % m]
+            # Only the pairs i < j are weighed and drawn from (half a matrix, without its zeros), in arrays
+            # kept from pick to pick.
+            scratch = self._scratch
+            if scratch is None or scratch.m != m:
+                scratch = self._scratch = PairScratch(m)
+            games = _games_upper(pool, names, scratch.games)
+            infos = [pool.bots.get(b) or _BotInfo() for b in names]
+            weight = upper_weights(np.array([i.rating for i in infos]), np.array([i.ci for i in infos]), games, scratch)
+            pair = self._draw(weight, scratch.spare)
+            chosen = [int(scratch.rows[pair]), int(scratch.cols[pair])]
         else:
             # More seats: a first pair by weight, then each further seat by its weight with those chosen.
+            weight = self._weights(pool, names)
             flat = self._draw(weight.ravel())
             chosen = [flat // m, flat % m]
             symmetric = weight + weight.T
@@ -366,10 +376,11 @@ class Ladder:
         return self._seat(pool, [names[i] for i in chosen])
 
     def _weights(self, pool: _Pool, names: list[str]) -> np.ndarray[Any, Any]:
-        """The pair weights among ``names`` (upper triangle; 0 elsewhere)."""
+        """The pair weights among ``names`` (upper triangle; 0 elsewhere), for a game of more than two seats."""
         infos = [pool.bots.get(b) or _BotInfo() for b in names]
-        games = _games_matrix(pool, names) if pool.game.num_players == 2 else np.zeros((len(names), len(names)))
-        return pair_weights(np.array([i.rating for i in infos]), np.array([i.ci for i in infos]), games)
+        return pair_weights(
+            np.array([i.rating for i in infos]), np.array([i.ci for i in infos]), np.zeros((len(names), len(names)))
+        )
 
     def _balanced(self, pool: _Pool, free: list[str]) -> bool:
         """False when the free bots should wait for a busy one instead of replaying an over-played pair."""
@@ -378,18 +389,19 @@ class Ladder:
         everyone = sorted(set(self.eligible(pool, ignore_busy=True)) | set(free))
         if len(everyone) <= len(free) or len(everyone) > MAX_CANDIDATES:
             return True  # nobody to wait for (or a pool so big that free bots always have fresh pairs)
-        games = _games_matrix(pool, everyone)
-        upper = np.triu(np.ones(games.shape, dtype=bool), 1)
+        rows, cols = np.triu_indices(len(everyone), 1)
+        games = _games_upper(pool, everyone, np.empty(len(rows)))
         is_free = np.isin(np.array(everyone), np.array(free))
-        both_free = is_free[:, None] & is_free[None, :]
-        best_free = float(games[upper & both_free].min())
-        waiting = float(games[upper & ~both_free].min())
+        both_free = is_free[rows] & is_free[cols]
+        best_free = float(games[both_free].min())
+        waiting = float(games[~both_free].min())
         return best_free <= BALANCE_FACTOR * waiting + BALANCE_FACTOR
 
-    def _draw(self, weight: np.ndarray[Any, Any]) -> int:
+    def _draw(self, weight: np.ndarray[Any, Any], spare: np.ndarray[Any, Any] | None = None) -> int:
+        """An index drawn in proportion to ``weight`` (its running sum written to ``spare``, if given)."""
         total = float(weight.sum())
         x = self.rng.random() * total
-        index = int(np.searchsorted(np.cumsum(weight), x, side="right"))
+        index = int(np.searchsorted(np.cumsum(weight, out=spare), x, side="right"))
         return min(index, len(weight) - 1)
 
     def _seat(self, pool: _Pool, group: list[str]) -> list[str]:
@@ -480,27 +492,80 @@ class Ladder:
                 self.strikes[seat.bot_name] = 0
 
 
-def _games_matrix(pool: _Pool, names: list[str]) -> np.ndarray[Any, Any]:
-    """``games[i, j]`` (i < j, ``names`` sorted): rated games between the two in this pool."""
+def _games_upper(pool: _Pool, names: list[str], games: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``games``, filled: ``games[k]`` is the rated games in this pool of the pair ``k`` of ``names`` (sorted).
+
+    The pairs ``i < j`` row by row, as :class:`PairScratch` lists them.
+    """
+    games.fill(0.0)
     m = len(names)
-    games = np.zeros((m, m))
     if len(pool.pair_games) < m * m // 2:
         index = {name: i for i, name in enumerate(names)}
         for (a, b), count in pool.pair_games.items():
             i, j = index.get(a), index.get(b)
             if i is not None and j is not None:
-                games[min(i, j), max(i, j)] = count
+                if i > j:
+                    i, j = j, i
+                games[i * (2 * m - i - 1) // 2 + j - i - 1] = count  # the pair's place, row by row
     else:
+        k = 0
+        get = pool.pair_games.get
         for i, a in enumerate(names):
-            for j in range(i + 1, m):
-                games[i, j] = pool.pair_games.get((a, names[j]), 0)
+            for b in names[i + 1 :]:
+                games[k] = get((a, b), 0)
+                k += 1
     return games
+
+
+class PairScratch:
+    """The pairs ``i < j`` of ``m`` candidates, and the arrays a pick among them computes in.
+
+    The pairs are listed row by row, as ``np.triu_indices(m, 1)`` lists them. A
+    pick in a big pool weighs a sample of :data:`MAX_CANDIDATES`: 19,900
+    pairs, 160 kB an array. Arrays of that size made afresh at every pick came
+    from the system and went back to it, and the first touch of each of their
+    pages faulted: more than half of a pick's time (``bench/bench_ladder.py``,
+    docs/performance.md). The ladder keeps one of these and reuses it.
+    """
+
+    __slots__ = ("cols", "games", "m", "rows", "spare", "work")
+
+    def __init__(self, m: int) -> None:
+        self.m = m
+        self.rows, self.cols = np.triu_indices(m, 1)
+        k = len(self.rows)
+        self.games = np.zeros(k)
+        """Rated games of each pair (for the caller to fill: :func:`_games_upper`)."""
+        self.work = np.empty((5, k))
+        """Where :func:`upper_weights` computes; its answer is ``work[4]``."""
+        self.spare = np.empty(k)
+        """Free for the caller (the draw's running sum)."""
 
 
 def pair_weights(
     ratings: np.ndarray[Any, Any], cis: np.ndarray[Any, Any], games: np.ndarray[Any, Any]
 ) -> np.ndarray[Any, Any]:
-    """How much the ladder wants each pair to play: an upper-triangular matrix of weights.
+    """How much the ladder wants each pair to play: an upper-triangular matrix of weights (:func:`upper_weights`).
+
+    Args:
+        ratings: Elo ratings of the candidates.
+        cis: Their 95% half-widths (Elo).
+        games: ``games[i, j]`` (i < j): rated games the two have played.
+    """
+    m = len(ratings)
+    scratch = PairScratch(m)
+    weight = np.zeros((m, m))
+    weight[scratch.rows, scratch.cols] = upper_weights(ratings, cis, games[scratch.rows, scratch.cols], scratch)
+    return weight
+
+
+def upper_weights(
+    ratings: np.ndarray[Any, Any],
+    cis: np.ndarray[Any, Any],
+    games: np.ndarray[Any, Any],
+    scratch: PairScratch,
+) -> np.ndarray[Any, Any]:
+    """How much the ladder wants each pair of ``scratch`` to play, computed in its arrays: ``scratch.work[4]``.
 
     The weight is the variance one more game between the two is expected to
     remove from their ratings, divided by ``sqrt(1 + games_ab)``::
@@ -514,23 +579,53 @@ def pair_weights(
     then gets at least ``PAIR_FLOOR`` times the largest weight, so every pair
     stays reachable.
 
+    Only the pairs ``i < j`` are computed: with 200 candidates that is 19,900
+    values, where the square matrix of :func:`pair_weights` holds 40,000. The
+    answer is overwritten by the next call with the same ``scratch``.
+
     Args:
         ratings: Elo ratings of the candidates.
         cis: Their 95% half-widths (Elo).
-        games: ``games[i, j]`` (i < j): rated games the two have played.
+        games: ``games[k]``: rated games the pair ``k`` has played.
+        scratch: The pairs, and the arrays to compute in.
     """
-    m = len(ratings)
+    rows, cols = scratch.rows, scratch.cols
+    va, vb, z, s, weight = scratch.work
     var = (np.maximum(cis, 1e-3) / (Z95 * ELO_PER_UNIT)) ** 2
-    va, vb = var[:, None], var[None, :]
-    diff = (ratings[:, None] - ratings[None, :]) / ELO_PER_UNIT
-    # The expected p(1 - p) over the rating uncertainty (the probit approximation of a logistic).
-    p = 1.0 / (1.0 + np.exp(-diff / np.sqrt(1.0 + math.pi * (va + vb) / 8.0)))
-    info = p * (1.0 - p)
-    gain = va * va * info / (1.0 + va * info) + vb * vb * info / (1.0 + vb * info)
-    weight = np.triu(gain / np.sqrt(1.0 + games), 1)
-    upper = np.triu(np.ones((m, m), dtype=bool), 1)
-    top = float(weight.max()) if m > 1 else 0.0
-    weight[upper] = np.maximum(weight[upper], PAIR_FLOOR * top)
+    # In place, in the scratch arrays: the operations, and so the values, are those of the formula above.
+    np.take(var, rows, out=va, mode="clip")  # (the indices are in range: "clip" only spares a copy)
+    np.take(var, cols, out=vb, mode="clip")
+    np.take(ratings, rows, out=z, mode="clip")
+    z -= np.take(ratings, cols, out=s, mode="clip")
+    z /= ELO_PER_UNIT  # the rating difference (log-odds units)
+    np.add(va, vb, out=s)
+    s *= math.pi
+    s /= 8.0
+    s += 1.0
+    np.sqrt(s, out=s)
+    np.negative(z, out=z)
+    z /= s
+    np.exp(z, out=z)
+    z += 1.0
+    np.divide(1.0, z, out=z)  # p: the expected score, over the rating uncertainty (probit approximation)
+    info = np.subtract(1.0, z, out=s)
+    info *= z  # p (1 - p)
+    np.multiply(va, va, out=weight)
+    weight *= info
+    va *= info
+    va += 1.0
+    weight /= va  # v_a² I / (1 + v_a I)
+    other = np.multiply(vb, vb, out=z)
+    other *= info
+    vb *= info
+    vb += 1.0
+    other /= vb  # v_b² I / (1 + v_b I)
+    weight += other
+    root = np.add(games, 1.0, out=va)
+    np.sqrt(root, out=root)
+    weight /= root
+    if len(weight):
+        np.maximum(weight, PAIR_FLOOR * float(weight.max()), out=weight)
     return weight  # type: ignore[no-any-return]
 
 
