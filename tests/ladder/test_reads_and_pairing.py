@@ -137,7 +137,7 @@ def test_pair_weights_favour_uncertain_pairs_and_keep_a_floor() -> None:
 
 
 def _weights_by_hand(ratings: np.ndarray, cis: np.ndarray, games: np.ndarray) -> np.ndarray:
-    """The weights of :func:`pair_weights`'s docstring, pair by pair in scalar arithmetic."""
+    """The weights as :func:`upper_weights`'s docstring gives them, pair by pair in scalar arithmetic."""
     m = len(ratings)
     out = np.zeros((m, m))
     for i in range(m):
