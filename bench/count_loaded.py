@@ -45,15 +45,13 @@ import argparse
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench_remote import CLIENTS, ECHO_SERVER, free_port
-from count_remote import TICK, _inclusive
+from count_remote import TICK, _inclusive, callgrind_dir, require_valgrind
 
 MATCHES = 64
 """Concurrent matches (streams), as ``bench_remote.py`` (3)."""
@@ -182,14 +180,8 @@ def main() -> None:
     unknown = [s for s in sides if s not in SIDES]
     if unknown:
         parser.error(f"--sides: unknown {', '.join(unknown)}; choose from {', '.join(SIDES)}")
-    missing = [tool for tool in ("valgrind", "callgrind_annotate") if shutil.which(tool) is None]
-    if missing:
-        raise SystemExit(
-            f"count_loaded: {' and '.join(missing)} not found; install valgrind (Debian: apt-get install valgrind)"
-        )
-    with tempfile.TemporaryDirectory() as scratch:
-        tmp = Path(args.keep or scratch)
-        tmp.mkdir(parents=True, exist_ok=True)
+    require_valgrind("count_loaded")
+    with callgrind_dir(args.keep) as tmp:
         counts = {(kind, side): count(kind, side, tmp) for side in sides for kind in KINDS}
     from arena_client._native import status as native_status
 

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -63,6 +64,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -138,6 +140,24 @@ def _inclusive(path: Path) -> dict[str, int]:
     return found
 
 
+def require_valgrind(who: str) -> None:
+    """Exit, saying what to install, when valgrind's tools are missing."""
+    missing = [tool for tool in ("valgrind", "callgrind_annotate") if shutil.which(tool) is None]
+    if missing:
+        raise SystemExit(
+            f"{who}: {' and '.join(missing)} not found; install valgrind (Debian: apt-get install valgrind)"
+        )
+
+
+@contextlib.contextmanager
+def callgrind_dir(keep: str | None) -> Iterator[Path]:
+    """Where callgrind's files go: ``keep`` (made if missing, and kept), or a temporary directory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(keep or tmp)
+        out.mkdir(parents=True, exist_ok=True)
+        yield out
+
+
 def _name(symbol: str) -> str:
     """A readable name for a mypyc entry point (``CPyDef_seats___remote___RemoteSeat___on_action``)."""
     name = symbol.removeprefix("CPyDef_")
@@ -169,14 +189,8 @@ def main() -> None:
         parser.error(f"--kinds: unknown {', '.join(unknown)}; choose from {', '.join(KINDS)}")
     if args.functions and args.functions not in kinds:
         parser.error(f"--functions {args.functions}: not one of the rows ({args.kinds})")
-    missing = [tool for tool in ("valgrind", "callgrind_annotate") if shutil.which(tool) is None]
-    if missing:
-        raise SystemExit(
-            f"count_remote: {' and '.join(missing)} not found; install valgrind (Debian: apt-get install valgrind)"
-        )
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(args.keep or tmp)
-        out.mkdir(parents=True, exist_ok=True)
+    require_valgrind("count_remote")
+    with callgrind_dir(args.keep) as out:
         runs = [(kind, rounds, r) for r in range(args.repeats) for kind in kinds for rounds in (SHORT, LONG)]
         with ThreadPoolExecutor(max_workers=max(len(os.sched_getaffinity(0)), 1)) as pool:
             bases = dict(zip(runs, pool.map(lambda r: _run(*r, out), runs), strict=True))
