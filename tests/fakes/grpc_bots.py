@@ -47,5 +47,13 @@ class RawBot:
             if msg.WhichOneof("kind") == kind:
                 return msg
 
+    def hang_up(self) -> None:
+        """End the stream from the bot's side, as a bot process that exits does.
+
+        A test that leaves a bot holding an unanswered Turn makes the server's
+        shutdown wait (up to its 10 s grace) for that bot's late answer.
+        """
+        self.call.cancel()
+
     async def answer(self, turn: bs.Turn, action: int) -> None:
         await self.send(bs.BotMessage(action=bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=action)))

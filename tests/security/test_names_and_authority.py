@@ -167,6 +167,7 @@ async def test_anonymous_create_match_cannot_lock_a_connected_bot(live_server: L
     created = await stub.CreateMatch(allowed)
     started = (await victim.recv_kind("match_started")).match_started
     assert started.match_id == created.match_id and not started.rated
+    victim.hang_up()  # (it holds the match's Turn)
 
 
 @pytest.mark.parametrize(
@@ -230,6 +231,8 @@ async def test_matches_in_flight_per_caller(live_server: LiveServer) -> None:
             await asyncio.sleep(0.05)
     else:
         raise AssertionError("a finished match never freed its place")
+    for raw, _name, _token in guests:
+        raw.hang_up()  # (each holds its match's Turn)
 
 
 async def test_chosen_seed_only_between_own_bots_and_recorded(

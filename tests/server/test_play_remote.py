@@ -180,6 +180,8 @@ async def test_cannot_act_for_another_seat(live_server: LiveServer) -> None:
     assert ended.match_id == created.match_id
     assert ended.termination == Termination.PROTOCOL_ERROR and ended.offender == 1
     assert "never given" in ended.reason
+    one.hang_up()
+    two.hang_up()  # (its own Turn is still unanswered)
 
 
 async def test_busy_remote_opponent_queues_the_challenge(live_server: LiveServer) -> None:
@@ -204,6 +206,8 @@ async def test_busy_remote_opponent_queues_the_challenge(live_server: LiveServer
         await other.answer(turn, 1)
     started = (await challenger.recv_kind("challenge_status")).challenge_status
     assert started.state == bs.ChallengeStatus.STATE_STARTED
+    for bot in (host, other, challenger):
+        bot.hang_up()  # (host and challenger are in a match)
 
 
 async def test_rated_challenge_is_refused(live_server: LiveServer) -> None:
