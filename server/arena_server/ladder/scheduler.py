@@ -358,9 +358,8 @@ class Ladder:
             scratch = self._scratch
             if scratch is None or scratch.m != m:
                 scratch = self._scratch = PairScratch(m)
-            games = _games_upper(pool, names, scratch.games)
-            infos = [pool.bots.get(b) or _BotInfo() for b in names]
-            weight = upper_weights(np.array([i.rating for i in infos]), np.array([i.ci for i in infos]), games, scratch)
+            ratings, cis = _ratings(pool, names)
+            weight = upper_weights(ratings, cis, _games_upper(pool, names, scratch.games), scratch)
             pair = self._draw(weight, scratch.spare)
             chosen = [int(scratch.rows[pair]), int(scratch.cols[pair])]
         else:
@@ -377,10 +376,8 @@ class Ladder:
 
     def _weights(self, pool: _Pool, names: list[str]) -> np.ndarray[Any, Any]:
         """The pair weights among ``names`` (upper triangle; 0 elsewhere), for a game of more than two seats."""
-        infos = [pool.bots.get(b) or _BotInfo() for b in names]
-        return pair_weights(
-            np.array([i.rating for i in infos]), np.array([i.ci for i in infos]), np.zeros((len(names), len(names)))
-        )
+        ratings, cis = _ratings(pool, names)
+        return pair_weights(ratings, cis, np.zeros((len(names), len(names))))
 
     def _balanced(self, pool: _Pool, free: list[str]) -> bool:
         """False when the free bots should wait for a busy one instead of replaying an over-played pair."""
@@ -490,6 +487,12 @@ class Ladder:
                     self.strikes[seat.bot_name] = 0
             else:
                 self.strikes[seat.bot_name] = 0
+
+
+def _ratings(pool: _Pool, names: list[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The ratings of ``names`` in this pool and their 95% half-widths (a bot not rated yet: the prior)."""
+    infos = [pool.bots.get(b) or _BotInfo() for b in names]
+    return np.array([i.rating for i in infos]), np.array([i.ci for i in infos])
 
 
 def _games_upper(pool: _Pool, names: list[str], games: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
