@@ -48,7 +48,7 @@ class Asking(Publishing):
 
     __slots__ = ()
 
-    def _ask_sync(self, acting: Sequence[int] | range) -> list[int] | None:
+    def _ask_sync(self, acting: tuple[int, ...]) -> list[int] | None:
         """All acting seats are in-process: ask, time and check each one inline (the hot path).
 
         Returns the actions, or None after recording the failures in ``self.failures``.
@@ -140,7 +140,7 @@ class Asking(Publishing):
             )
         return None
 
-    def _begin(self, acting: Sequence[int] | range) -> None:
+    def _begin(self, acting: tuple[int, ...]) -> None:
         """Build each acting seat's redacted Turn and ask it; answers go to ``self.answers``, by position in ``acting``.
 
         The seats that answer later (remote and stdio seats) are asked first, with

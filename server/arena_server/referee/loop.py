@@ -158,7 +158,7 @@ class _Referee(Asking):
         self.rng: random.Random | None = None
         """The chance RNG, seeded at the match's first chance node (a game without chance never pays for it)."""
         n = game.num_players
-        self.all_seats = range(n)
+        self.all_seats = tuple(range(n))
         self.overage = [tc.overage.total_seconds()] * n
         self.pending: list[list[PublicMove]] = [[] for _ in range(n)]
         self.track = [s.wants_updates for s in seats]

@@ -42,7 +42,7 @@ class Publishing(RefereeState):
         for listener in self.listeners:
             listener("moves", (moves, self.state))
 
-    def _flush_updates(self, acting: Sequence[int] | range) -> None:
+    def _flush_updates(self, acting: tuple[int, ...]) -> None:
         """Send Update to seats with unseen moves that are not about to get a Turn."""
         for seat_index, pending in enumerate(self.pending):
             if pending and seat_index not in acting:

@@ -104,11 +104,11 @@ class RefereeState:
     failures: list[tuple[int, Termination, str]]
     callbacks: list[Callable[[Answer], None]]
     decisions: int
-    all_seats: range
-    """Every seat's index: who acts in a simultaneous move."""
+    all_seats: tuple[int, ...]
+    """Every seat's index: who acts in a simultaneous move (a tuple: indexing a range makes a new int each time)."""
     # The decision being asked:
     player: int
-    acting: Sequence[int]
+    acting: tuple[int, ...]
     answers: list[Answer | None]
     """By position in ``acting``; None until that seat answers."""
     legal: list[Sequence[int]]
