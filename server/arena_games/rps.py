@@ -220,7 +220,7 @@ class RpsState(State):
     def __init__(self, game: RpsGame) -> None:
         super().__init__(game)
         self._round = 0
-        self._wins = [0, 0]
+        self._wins = (0, 0)  # (a tuple: the observation of every round hands it out as it is)
         self._last: tuple[int, ...] = ()
 
     def current_player(self) -> int:
@@ -238,9 +238,11 @@ class RpsState(State):
         a, b = actions
         result = self.game.table[a][b]
         if result > 0:
-            self._wins[0] += 1
+            won, lost = self._wins
+            self._wins = (won + 1, lost)
         elif result < 0:
-            self._wins[1] += 1
+            lost, won = self._wins
+            self._wins = (lost, won + 1)
         self._last = (a, b)
         self._round += 1
 
@@ -252,11 +254,11 @@ class RpsState(State):
 
     def observation(self, seat: int | None) -> RpsObservation:
         game = self.game
-        return rps_observation(game.signs, game.rounds, self._round, tuple(self._wins), self._last)
+        return rps_observation(game.signs, game.rounds, self._round, self._wins, self._last)
 
     def _copy_from(self, other: State) -> None:
         assert isinstance(other, RpsState)
         self._round = other._round
-        self._wins = list(other._wins)
+        self._wins = other._wins
         self._last = other._last
         self.history = other.history.copy()

@@ -45,6 +45,19 @@ def test_appending_extending_and_copies() -> None:
     assert pickle.loads(pickle.dumps(history)) == history
 
 
+def test_joint_decisions_of_any_size_and_a_bad_action_adds_nothing() -> None:
+    history = History()
+    history.add_joint((2, 0, 1))  # a tuple as well as a list
+    history.add_joint(list(range(20)))  # more seats than the kept seat arrays cover
+    assert history == [(0, 2), (1, 0), (2, 1)] + [(i, i) for i in range(20)]
+    for bad in ([1, "x"], (1, 2**40)):
+        with pytest.raises((TypeError, OverflowError)):
+            history.add_joint(bad)
+        assert len(history) == 23 and history[-1] == (19, 19)  # nothing of the bad decision went in
+    history.append((0, 5))
+    assert history[-1] == (0, 5) and len(history) == 24
+
+
 def test_states_still_replay_compare_and_hash_by_their_history() -> None:
     game = load_game("rps", rounds=5)
     state = game.new_initial_state()
