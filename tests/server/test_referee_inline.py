@@ -245,3 +245,55 @@ async def test_the_move_paths_objects_keep_fast_attributes(live_server: LiveServ
     for thing in (stdio_seat, remote_seat, remote_seat.session):
         if hasattr(thing, "__dict__"):  # compiled (make native), a class keeps its attributes in fixed fields
             assert len(vars(thing)) <= 30, (type(thing).__name__, sorted(vars(thing)))
+
+
+class _Cycle(Bot):
+    """RPS: rock, paper, scissors, rock, ... (its moves known in advance, to check the move log)."""
+
+    name = "cycle-bot"
+    games = ("rps",)
+
+    def __init__(self) -> None:
+        self.played = 0
+
+    def act(self, turn: Turn) -> int:
+        self.played += 1
+        return (self.played - 1) % 3
+
+
+class _FirstLegal(Bot):
+    """Any game: the lowest legal action."""
+
+    name = "first-legal-bot"
+
+    def act(self, turn: Turn) -> int:
+        return min(turn.legal_actions)
+
+
+async def test_the_move_log_has_every_seats_move_in_order_on_the_remote_path(live_server: LiveServer) -> None:
+    # A simultaneous decision with a remote seat is logged in one go (_log_joint), a sequential one a seat at a
+    # time (_log): the stored arrays must read as one entry per seat per decision, seats in order, all legal.
+    rounds = 40
+    for seat in (0, 1):
+        client = Client(_Cycle(), live_server.address, name=f"cycle-{seat}", threaded=False)
+        (result,) = await client.play(opponent="rock", params={"rounds": rounds}, seat=seat)
+        stored = await live_server.store.get_match(result.match_id)
+        assert stored is not None and stored.termination == Termination.NORMAL
+        log = stored.moves
+        mine = [i % 3 for i in range(rounds)]
+        expected = [mine[r] if s == seat else 0 for r in range(rounds) for s in (0, 1)]
+        assert list(log.players) == [0, 1] * rounds
+        assert list(log.actions) == expected
+        assert list(log.legal) == [1] * (2 * rounds)
+        assert len(log.elapsed_us) == 2 * rounds
+        assert (log.players.typecode, log.actions.typecode, log.legal.typecode) == ("b", "i", "B")
+    client = Client(_FirstLegal(), live_server.address, name="first-legal", threaded=False)
+    (result,) = await client.play(opponent="random", game="tic_tac_toe", seat=0)
+    stored = await live_server.store.get_match(result.match_id)
+    assert stored is not None and stored.termination == Termination.NORMAL
+    log = stored.moves
+    replay = load_game("tic_tac_toe").new_initial_state()
+    for player, action, _elapsed, legal in log:
+        assert legal and player == replay.current_player()
+        replay.apply_action(action)
+    assert replay.is_terminal() and len(log.legal) == len(log.players) == len(log.elapsed_us)

@@ -107,10 +107,24 @@ class Asking(Publishing):
 
     def _log(self, seat_index: int, action: int, elapsed: float) -> None:
         """Append a judged, legal action to the match's move log."""
-        self.log_players(seat_index)
+        self.extend_players(self.seat_codes[seat_index])
         self.log_actions(action)
         self.log_elapsed_us(min(int(elapsed * 1e6), 0xFFFFFFFF))
-        self.log_legal(1)
+        self.extend_legal(self.one_legal)
+
+    def _log_joint(self, actions: list[int], answers: list[Answer | None]) -> None:
+        """Append a simultaneous decision's judged, legal actions (every seat's, in seat order) to the move log.
+
+        The same entries as a :meth:`_log` a seat, in fewer calls: the seats and the
+        legal flags as one copy each, the actions in one ``fromlist``.
+        """
+        self.extend_players(self.all_seat_codes)
+        self.log_actions_from(actions)
+        log_elapsed_us = self.log_elapsed_us
+        for ans in answers:
+            assert ans is not None  # (every seat answered: the decision passed)
+            log_elapsed_us(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))
+        self.extend_legal(self.all_legal)
 
     def _check(
         self, seat_index: int, ans: Answer, per_move: float, grace: float
@@ -254,8 +268,11 @@ class Asking(Publishing):
         if failures is not None:
             self.failures = failures
             return None
-        for i, action in enumerate(actions):
-            self._log(acting[i], action, answers[i].elapsed)  # type: ignore[union-attr]
+        if len(actions) > 1:  # a simultaneous decision: every seat acted, in order
+            self._log_joint(actions, answers)
+        else:
+            for i, action in enumerate(actions):
+                self._log(acting[i], action, answers[i].elapsed)  # type: ignore[union-attr]
         return actions
 
     async def _finish_failures(self) -> None:

@@ -31,6 +31,7 @@ import asyncio
 import enum
 import functools
 import random
+from array import array
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -146,10 +147,11 @@ class _Referee(Asking):
         self.tc = tc
         self.record = record
         log = record.moves
-        self.log_players = log.players.append
+        self.extend_players = log.players.extend
         self.log_actions = log.actions.append
+        self.log_actions_from = log.actions.fromlist
         self.log_elapsed_us = log.elapsed_us.append
-        self.log_legal = log.legal.append
+        self.extend_legal = log.legal.extend
         self.control = control
         control.listeners.extend(listeners)
         self.listeners = control.listeners  # the same list: spectators may join mid-match
@@ -159,6 +161,10 @@ class _Referee(Asking):
         """The chance RNG, seeded at the match's first chance node (a game without chance never pays for it)."""
         n = game.num_players
         self.all_seats = tuple(range(n))
+        self.seat_codes = tuple(array(log.players.typecode, (i,)) for i in range(n))
+        self.all_seat_codes = array(log.players.typecode, range(n))
+        self.one_legal = array(log.legal.typecode, (1,))
+        self.all_legal = array(log.legal.typecode, (1,) * n)
         self.overage = [tc.overage.total_seconds()] * n
         self.pending: list[list[PublicMove]] = [[] for _ in range(n)]
         self.track = [s.wants_updates for s in seats]

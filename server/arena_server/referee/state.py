@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from array import array
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -32,12 +33,16 @@ class RefereeState:
 
     __slots__ = (
         "acting",
+        "all_legal",
+        "all_seat_codes",
         "all_seats",
         "answers",
         "callbacks",
         "control",
         "cut_short",
         "decisions",
+        "extend_legal",
+        "extend_players",
         "failures",
         "game",
         "grace",
@@ -45,9 +50,9 @@ class RefereeState:
         "legal",
         "listeners",
         "log_actions",
+        "log_actions_from",
         "log_elapsed_us",
-        "log_legal",
-        "log_players",
+        "one_legal",
         "outstanding",
         "overage",
         "overage_td",
@@ -58,6 +63,7 @@ class RefereeState:
         "public_moves",
         "public_observation",
         "record",
+        "seat_codes",
         "seats",
         "starting",
         "state",
@@ -78,11 +84,25 @@ class RefereeState:
     public_observation: bool
     """The game's ``public_observation``: one observation for every seat, built once a decision."""
     record: MatchRecord
-    log_players: Callable[[int], None]
+    extend_players: Callable[[array[int]], None]
     log_actions: Callable[[int], None]
+    log_actions_from: Callable[[list[int]], None]
     log_elapsed_us: Callable[[int], None]
-    log_legal: Callable[[int], None]
-    """The ``append`` of each of ``record.moves``' arrays, bound once a match (a call, not a lookup, a move)."""
+    extend_legal: Callable[[array[int]], None]
+    """Methods of ``record.moves``' arrays, bound once a match (a call, not a lookup, a move).
+
+    The seats and the legal flags go in as copies from the arrays below (``extend`` by an
+    array of its own type copies it), not as ints: an ``append`` to an array of signed or
+    8-bit items converts its int through ``PyArg_Parse``, some 400 instructions. The
+    elapsed times' array (``"I"``) converts cheaply and takes ``append``.
+    """
+    seat_codes: tuple[array[int], ...]
+    """Each seat as a one-item array of the players log's type."""
+    all_seat_codes: array[int]
+    """Every seat, in order (a simultaneous decision's players)."""
+    one_legal: array[int]
+    all_legal: array[int]
+    """One and ``num_players`` legal flags (1), of the legal log's type."""
     control: MatchControl
     listeners: list[MatchListener]
     state: State
