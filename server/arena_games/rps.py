@@ -238,11 +238,11 @@ class RpsState(State):
         a, b = actions
         result = self.game.table[a][b]
         if result > 0:
-            won, lost = self._wins
-            self._wins = (won + 1, lost)
+            first, second = self._wins  # (each seat's wins)
+            self._wins = (first + 1, second)
         elif result < 0:
-            lost, won = self._wins
-            self._wins = (lost, won + 1)
+            first, second = self._wins
+            self._wins = (first, second + 1)
         self._last = (a, b)
         self._round += 1
 
