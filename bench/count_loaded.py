@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench_remote import CLIENTS, ECHO_SERVER, free_port
-from count_remote import TICK, _inclusive, callgrind_dir, require_valgrind
+from count_remote import TICK, _inclusive, callgrind_dir, require_valgrind, same_build
 
 MATCHES = 64
 """Concurrent matches (streams), as ``bench_remote.py`` (3)."""
@@ -181,7 +181,7 @@ def main() -> None:
     if unknown:
         parser.error(f"--sides: unknown {', '.join(unknown)}; choose from {', '.join(SIDES)}")
     require_valgrind("count_loaded")
-    with callgrind_dir(args.keep) as tmp:
+    with callgrind_dir(args.keep) as tmp, same_build("count_loaded"):
         counts = {(kind, side): count(kind, side, tmp) for side in sides for kind in KINDS}
     from arena_client._native import status as native_status
 

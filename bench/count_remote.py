@@ -158,6 +158,41 @@ def callgrind_dir(keep: str | None) -> Iterator[Path]:
         yield out
 
 
+def build_state() -> str | None:
+    """Why the processes started now would run the move path as pure Python (None: compiled), checked afresh.
+
+    ``arena_client._native.status`` is decided once a process; a counted process
+    started later decides again, and falls back to the sources if one was edited
+    since ``make native``.
+    """
+    from arena_client._native import check
+
+    return check()
+
+
+@contextlib.contextmanager
+def same_build(who: str) -> Iterator[None]:
+    """Exit with an error if the move path's build changes (a source edited, a rebuild) while counting.
+
+    A run that straddles the change counts some processes compiled and the rest
+    pure Python, and its rows would compare the two. (It compares the start with
+    the end: an edit undone before the end goes unseen.)
+    """
+    before = build_state()
+    yield
+    after = build_state()
+    if after != before:
+
+        def said(why: str | None) -> str:
+            return "compiled" if why is None else f"pure Python ({why})"
+
+        raise SystemExit(
+            f"{who}: the move path's build changed during the run (at the start {said(before)}, at the end "
+            f"{said(after)}): the counts mix the two; leave the sources alone while counting, run `make native` "
+            "if one changed, and count again"
+        )
+
+
 def _name(symbol: str) -> str:
     """A readable name for a mypyc entry point (``CPyDef_seats___remote___RemoteSeat___on_action``)."""
     name = symbol.removeprefix("CPyDef_")
@@ -192,7 +227,7 @@ def main() -> None:
     require_valgrind("count_remote")
     with callgrind_dir(args.keep) as out:
         runs = [(kind, rounds, r) for r in range(args.repeats) for kind in kinds for rounds in (SHORT, LONG)]
-        with ThreadPoolExecutor(max_workers=max(len(os.sched_getaffinity(0)), 1)) as pool:
+        with same_build("count_remote"), ThreadPoolExecutor(max_workers=max(len(os.sched_getaffinity(0)), 1)) as pool:
             bases = dict(zip(runs, pool.map(lambda r: _run(*r, out), runs), strict=True))
         n = LONG - SHORT
         rows: dict[str, dict[str, float]] = {}

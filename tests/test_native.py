@@ -112,6 +112,33 @@ def test_a_changed_source_runs_as_python_for_every_module(tmp_path: Path) -> Non
 
 
 @needs_build
+def test_a_count_stops_when_the_build_changes_under_it(tmp_path: Path) -> None:
+    # bench/count_remote.py and count_loaded.py start their counted processes one after another: a source edited
+    # mid-run would have the later ones run pure Python, and the rows compare the two (it happened once).
+    server, client = copy_packages(tmp_path)
+    turn_wire = server / "arena_server/seats/turn_wire.py"
+    script = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+        "from count_remote import same_build\n"
+        "with same_build('count_remote'):\n"
+        "    pass\n"
+        "print('unchanged: no error', flush=True)\n"
+        "with same_build('count_remote'):\n"
+        f"    open({str(turn_wire)!r}, 'a').write('\\nEDITED = True\\n')\n"
+        "print('not reached')\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != _native.PURE_ENV}
+    environ["PYTHONPATH"] = os.pathsep.join(str(p) for p in [server, client, ROOT / "proto", ROOT / "reference_bots"])
+    out = subprocess.run([sys.executable, "-c", script], env=environ, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and out.stdout == "unchanged: no error\n", (out.stdout, out.stderr)
+    assert (
+        "count_remote: the move path's build changed during the run (at the start compiled, at the end pure Python "
+        "(turn_wire.py of arena_server.seats.turn_wire changed since it was compiled))"
+    ) in out.stderr
+
+
+@needs_build
 def test_an_interrupted_build_is_not_used(tmp_path: Path) -> None:
     server, client = copy_packages(tmp_path)
     (client / "arena_client/_native.json").unlink()  # the build writes the manifest last
