@@ -21,6 +21,7 @@ import pytest
 from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import common_pb2
 from arena_bots import HostedBot
+from arena_bots.simple import RotateBot
 from arena_client import Bot, SeatInfo, Termination, Turn
 from arena_client.remote import Client
 from arena_games import load_game
@@ -247,20 +248,6 @@ async def test_the_move_paths_objects_keep_fast_attributes(live_server: LiveServ
             assert len(vars(thing)) <= 30, (type(thing).__name__, sorted(vars(thing)))
 
 
-class _Cycle(Bot):
-    """RPS: rock, paper, scissors, rock, ... (its moves known in advance, to check the move log)."""
-
-    name = "cycle-bot"
-    games = ("rps",)
-
-    def __init__(self) -> None:
-        self.played = 0
-
-    def act(self, turn: Turn) -> int:
-        self.played += 1
-        return (self.played - 1) % 3
-
-
 class _FirstLegal(Bot):
     """Any game: the lowest legal action."""
 
@@ -275,7 +262,7 @@ async def test_the_move_log_has_every_seats_move_in_order_on_the_remote_path(liv
     # time (_log): the stored arrays must read as one entry per seat per decision, seats in order, all legal.
     rounds = 40
     for seat in (0, 1):
-        client = Client(_Cycle(), live_server.address, name=f"cycle-{seat}", threaded=False)
+        client = Client(RotateBot(), live_server.address, name=f"rotate-{seat}", threaded=False)  # 0, 1, 2, 0, ...
         (result,) = await client.play(opponent="rock", params={"rounds": rounds}, seat=seat)
         stored = await live_server.store.get_match(result.match_id)
         assert stored is not None and stored.termination == Termination.NORMAL
