@@ -38,3 +38,8 @@ class Answer:
     def __repr__(self) -> str:
         fields = f"action={self.action!r}, elapsed={self.elapsed!r}, failure={self.failure!r}, reason={self.reason!r}"
         return f"Answer({fields})"
+
+
+def elapsed_us(seconds: float) -> int:
+    """A seat's thinking time as the move log keeps it: whole microseconds, at most 2**32 - 1 (its array's items)."""
+    return min(int(seconds * 1e6), 0xFFFFFFFF)

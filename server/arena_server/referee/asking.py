@@ -30,7 +30,7 @@ from arena_client.types import (
     Update,
 )
 from arena_games import State, describe_actions
-from arena_server.referee.answer import Answer
+from arena_server.referee.answer import Answer, elapsed_us
 from arena_server.referee.publishing import Publishing
 
 SHORT_LEGAL = 32
@@ -109,7 +109,7 @@ class Asking(Publishing):
         """Append a judged, legal action to the match's move log."""
         self.extend_players(self.seat_codes[seat_index])
         self.log_actions(action)
-        self.log_elapsed_us(min(int(elapsed * 1e6), 0xFFFFFFFF))
+        self.log_elapsed_us(elapsed_us(elapsed))
         self.extend_legal(self.one_legal)
 
     def _log_joint(self, actions: list[int], answers: list[Answer | None]) -> None:
@@ -123,7 +123,7 @@ class Asking(Publishing):
         log_elapsed_us = self.log_elapsed_us
         for ans in answers:
             assert ans is not None  # (every seat answered: the decision passed)
-            log_elapsed_us(min(int(ans.elapsed * 1e6), 0xFFFFFFFF))
+            log_elapsed_us(elapsed_us(ans.elapsed))
         self.extend_legal(self.all_legal)
 
     def _check(

@@ -21,6 +21,7 @@ from arena_client.types import (
     TimeControl,
 )
 from arena_games import Game, State
+from arena_server.referee.answer import elapsed_us
 
 
 class MoveLog:
@@ -42,7 +43,7 @@ class MoveLog:
     def add(self, player: int, action: int, elapsed: float, legal: bool = True) -> None:
         self.players.append(player)
         self.actions.append(action)
-        self.elapsed_us.append(min(int(elapsed * 1e6), 0xFFFFFFFF))
+        self.elapsed_us.append(elapsed_us(elapsed))
         self.legal.append(1 if legal else 0)
 
     def __len__(self) -> int:
