@@ -50,8 +50,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench_remote import CLIENTS, ECHO_SERVER, free_port
-from count_remote import TICK, _inclusive, callgrind_dir, require_valgrind, same_build
+from bench_remote import CLIENTS, ECHO_SERVER, free_port, pinned
+from count_remote import TICK, _inclusive, callgrind_dir, counted_env, require_valgrind, same_build
 
 MATCHES = 64
 """Concurrent matches (streams), as ``bench_remote.py`` (3)."""
@@ -62,19 +62,9 @@ KINDS = ("bare", "arena")
 SIDES = ("server", "clients")
 
 
-def _env() -> dict[str, str]:
-    here = str(Path(__file__).parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
-    env["OPENBLAS_NUM_THREADS"] = "1"  # numpy's idle worker thread polls by the clock (see count_remote.py)
-    env["PYTHONHASHSEED"] = "0"
-    return env
-
-
 def _on(cpu: int) -> Callable[[], None] | None:
     """A ``preexec_fn`` keeping a process on ``cpu`` (None with a single CPU)."""
-    if len(os.sched_getaffinity(0)) < 2:
-        return None
-    return lambda: os.sched_setaffinity(0, {cpu})
+    return pinned(cpu if len(os.sched_getaffinity(0)) >= 2 else None)
 
 
 def _callgrind(out: Path | None) -> list[str]:
@@ -103,7 +93,7 @@ def _server(kind: str, out: Path | None, tmp: Path) -> Iterator[int]:
         stdin = subprocess.PIPE
     server = subprocess.Popen(
         [*_callgrind(out), *cmd],
-        env=_env(),
+        env=counted_env(),
         preexec_fn=_on(cpu),
         stdin=stdin,
         stdout=subprocess.PIPE,
@@ -132,7 +122,7 @@ def _clients(kind: str, port: int, rounds: int, out: Path | None) -> None:
     """``MATCHES`` concurrent ``kind`` clients (``remote_clients.py``) of ``rounds`` round trips each."""
     done = subprocess.run(
         [*_callgrind(out), sys.executable, CLIENTS, kind, str(port), str(MATCHES), str(rounds)],
-        env=_env(),
+        env=counted_env(),
         preexec_fn=_on(1 if out is not None else 0),
         capture_output=True,
         text=True,

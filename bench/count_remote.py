@@ -90,13 +90,19 @@ def child(kind: str, rounds: int) -> None:
     asyncio.run(KINDS[kind]())
 
 
-def _run(kind: str, rounds: int, repeat: int, out: Path) -> Path:
-    """``kind`` for ``rounds`` under callgrind, one output file per thread; their common prefix."""
+def counted_env() -> dict[str, str]:
+    """The environment of a process counted under callgrind (and of whatever it is measured against)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
     # One BLAS thread, as arena serve sets it: numpy's worker thread polls by the clock while idle, so under
     # valgrind it added -8,000 to +6,000 instructions per round trip from run to run.
     env["OPENBLAS_NUM_THREADS"] = "1"
     env["PYTHONHASHSEED"] = "0"  # the same dict and set layouts in every run, so their start-up work cancels out
+    return env
+
+
+def _run(kind: str, rounds: int, repeat: int, out: Path) -> Path:
+    """``kind`` for ``rounds`` under callgrind, one output file per thread; their common prefix."""
+    env = counted_env()
     base = out / f"cg.{kind}.{rounds}.{repeat}"
     cmd = [
         *("valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={base}"),
