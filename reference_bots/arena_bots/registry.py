@@ -11,6 +11,13 @@ a strategy loaded once) registers with ``stateful=True`` and gets a
 makes one per data directory), holding the directory its files live in and the
 in-memory objects its matches share. :func:`hosted_bots` binds the stateful
 factories to the state it is given, or to a fresh default one.
+
+A bot whose first match in a process does one-off work (numba compiling or
+loading its kernels, a table read from disk) offers it as ``warm_up()``: a
+method taking no argument, safe to call from any thread and cheap once done.
+The server calls it on a worker thread before the bot's first match there,
+so that work never stalls the event loop (every other match, every remote
+bot); other hosts may leave it to ``on_match_start``, which calls it too.
 """
 
 from __future__ import annotations

@@ -193,6 +193,10 @@ class PolicyBot(Bot):
         # The referee does not charge this hook to the clock: load the kernels here, once per process.
         _warm_once()
 
+    def warm_up(self) -> None:
+        """Load the kernels (once per process; any thread): the server calls it off its event loop."""
+        _warm_once()
+
     def act(self, turn: Turn) -> int:
         pos = position_of(turn)
         edge = self.policy.choose(pos)

@@ -161,6 +161,10 @@ class CfrBot(Bot):
         self.fallback = StatisticianBot(seed)
         self.state = state if state is not None else BotState.default()
 
+    def warm_up(self) -> None:
+        """Load the ladder's (default) game's strategy (once; any thread): the server calls it off its event loop."""
+        ThesisStrategy.of(self.state).get()
+
     def on_match_start(self, match: MatchInfo) -> None:
         shape = GameShape(match.params)
         self.shape = shape

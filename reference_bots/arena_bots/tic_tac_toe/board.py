@@ -57,7 +57,9 @@ def warm_once(bot: TicTacToeBot) -> None:
     Done in the first move, that second was charged to the bot's clock and
     stalled the server for as long. ``on_match_start`` is not timed, so the
     copy searches :data:`WARM_BOARD` there instead (a time-budgeted search for
-    10 ms at most). A failure here is left to the match itself to meet.
+    10 ms at most). ``arena serve`` runs it on a worker thread before the
+    first match (:meth:`TicTacToeBot.warm_up`), so the loop is not stalled
+    either. A failure here is left to the match itself to meet.
     """
     key = (type(bot), getattr(bot, "name", ""))
     if key in _WARMED:
@@ -92,6 +94,10 @@ class TicTacToeBot(Bot):
         self.cols = int(match.params.get("cols", 3))
         self.k = int(match.params.get("k", 3))
         self.check_board(self.rows, self.cols, self.k)
+        warm_once(self)
+
+    def warm_up(self) -> None:
+        """Compile this bot's kernels (once per process; any thread): see :func:`warm_once`."""
         warm_once(self)
 
     def check_board(self, rows: int, cols: int, k: int) -> None:

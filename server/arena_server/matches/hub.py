@@ -120,6 +120,8 @@ class Hub:
         self._local_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._next_match: dict[str, list[asyncio.Future[str]]] = {}
+        self._warming: dict[str, asyncio.Future[None]] = {}
+        """Hosted bot name -> its ``warm_up()`` on a worker thread (done: warm in this process)."""
 
     # -- names --------------------------------------------------------------------------------------
 
@@ -248,6 +250,7 @@ class Hub:
             for index, name in enumerate(bot_names):
                 if name in self.hosted:
                     bot = self.hosted[name].factory(bot_seed(seed, index))
+                    await self._warm(name, bot)
                     seats.append(InProcessSeat(bot, SeatInfo(index, name, 1, "hosted")))
                 elif name not in self.sessions and self.registry is not None:
                     seats.append(self.registry.seat(name, index))  # a live session under the name wins
@@ -315,6 +318,24 @@ class Hub:
             if not waiter.done():
                 waiter.set_result(record.match_id)
         return running
+
+    async def _warm(self, name: str, bot: Any) -> None:
+        """Run a hosted bot's one-off first-match work (``warm_up()``) on a worker thread, once per process.
+
+        numba compiles the tic-tac-toe searches the first time they run: up to
+        two seconds, during which the event loop, every other match and every
+        remote bot would wait (the bot's own ``on_match_start`` would do it on
+        the loop). Matches with that bot wait here instead, and the loop runs
+        on. A ``warm_up`` that fails is left to the match itself to meet.
+        """
+        warm_up = getattr(bot, "warm_up", None)
+        if warm_up is None:
+            return
+        done = self._warming.get(name)
+        if done is None:
+            done = self._warming[name] = asyncio.ensure_future(asyncio.to_thread(_quietly, warm_up))
+        if not done.done():
+            await asyncio.shield(done)
 
     @contextlib.asynccontextmanager
     async def sealed_seed(self, seed: str, reveal: Callable[[], bool] = lambda: True) -> AsyncIterator[None]:
@@ -635,6 +656,12 @@ def _catch_up(game: Game, state: State | None) -> tuple[list[PublicMove], Any]:
         if player != CHANCE or game.chance_is_public
     ]
     return moves, state.observation(None)
+
+
+def _quietly(work: Callable[[], object]) -> None:
+    """Call ``work()``, ignoring its failure (a hosted bot's warm-up: its match meets the failure itself)."""
+    with contextlib.suppress(Exception):
+        work()
 
 
 def store_problem(exc: BaseException) -> str:

@@ -1,0 +1,205 @@
+"""A hosted bot's one-off first-match work (``warm_up()``) runs off the event loop, once.
+
+numba compiles the tic-tac-toe searches the first time they run, which took up
+to two seconds in the bot's ``on_match_start``, on the server's event loop:
+every other match and every remote bot waited that long. The hub now runs
+``warm_up()`` on a worker thread before seating the bot, and the loop goes on.
+The first tests use a bot whose warm-up sleeps; the last starts a real ``arena
+serve`` whose ladder plays the lab's minimax and alpha-beta bots (real numba
+compilation in a fresh process) while a client keeps calling the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import grpc
+
+from arena.v1 import games_pb2, games_pb2_grpc
+from arena_bots import HostedBot, hosted_bots
+from arena_client import Bot, MatchInfo, Termination, Turn
+from arena_games import load_game
+from arena_server.matches.hub import Hub
+from tests.server.test_shutdown import free_port
+
+WARM_SECONDS = 0.6
+
+
+class Warming(Bot):
+    """A bot whose first match in a process needs ``WARM_SECONDS`` of work, like a numba compilation."""
+
+    name = "warming"
+    games = ("rps",)
+    calls: ClassVar[list[int]] = []  # the thread of every warm-up that did the work
+    done = threading.Event()
+    lock = threading.Lock()
+    fail = False
+
+    def warm_up(self) -> None:
+        with Warming.lock:
+            if Warming.done.is_set():
+                return
+            Warming.calls.append(threading.get_ident())
+            time.sleep(WARM_SECONDS)  # holds the thread, as a compilation holds its thread
+            if Warming.fail:
+                raise RuntimeError("the kernels failed to compile, on purpose")
+            Warming.done.set()
+
+    def on_match_start(self, match: MatchInfo) -> None:
+        self.warm_up()  # what the reference bots do: a no-op once warm
+
+    def act(self, turn: Turn) -> int:
+        return 0
+
+
+def fresh_warming(fail: bool = False) -> None:
+    Warming.calls = []
+    Warming.done = threading.Event()
+    Warming.fail = fail
+
+
+async def longest_stall(until: asyncio.Future[object]) -> float:
+    """The longest gap between two 5 ms ticks of the loop while ``until`` runs."""
+    worst = 0.0
+    last = time.perf_counter()
+    while not until.done():
+        await asyncio.sleep(0.005)
+        now = time.perf_counter()
+        worst = max(worst, now - last)
+        last = now
+    return worst
+
+
+def hub_with_warming() -> Hub:
+    return Hub(
+        None,
+        {
+            "warming": HostedBot("warming", ("rps",), lambda seed: Warming(), "warms up slowly"),
+            "random": hosted_bots()["random"],
+        },
+    )
+
+
+async def play_two(hub: Hub) -> list[object]:
+    """Start two matches of the warming bot at once and wait for both records."""
+    game = load_game("rps", rounds=5)
+    starts = asyncio.gather(*(hub.start_match(game, ["warming", "warming"]) for _ in range(2)))
+    running = await starts
+    return list(await asyncio.gather(*(r.task for r in running if r.task is not None)))
+
+
+async def test_the_warm_up_runs_once_on_a_worker_thread_and_the_loop_keeps_running() -> None:
+    fresh_warming()
+    hub = hub_with_warming()
+    matches = asyncio.ensure_future(play_two(hub))
+    stall = await longest_stall(matches)
+    records = matches.result()
+    assert [r.termination for r in records] == [Termination.NORMAL] * 2  # type: ignore[attr-defined]
+    assert len(Warming.calls) == 1, Warming.calls  # four seats, one warm-up
+    assert Warming.calls[0] != threading.get_ident()  # not on the loop's thread
+    # On the loop it would have stalled it WARM_SECONDS; off it, the ticks go on.
+    assert stall < WARM_SECONDS / 2, f"the event loop stalled {stall:.3f}s while a hosted bot warmed up"
+    again = asyncio.ensure_future(play_two(hub))
+    assert await longest_stall(again) < WARM_SECONDS / 2
+    assert len(Warming.calls) == 1  # warm for good in this process
+
+
+async def test_a_failing_warm_up_is_left_to_the_match() -> None:
+    """The warm-up's error is not the hub's: the match runs, and meets it (here: the bot warms in its own start)."""
+    fresh_warming(fail=True)
+    hub = hub_with_warming()
+    game = load_game("rps", rounds=3)
+    running = await hub.start_match(game, ["warming", "random"])
+    assert running.task is not None
+    record = await running.task
+    assert len(Warming.calls) == 2  # the hub's attempt, then the bot's own on_match_start
+    assert record.termination == Termination.CRASH, record
+    assert "the kernels failed to compile" in record.reason
+
+
+def list_games_latency(address: str, stop: threading.Event, worst: list[float]) -> None:
+    """Call ListGames every 20 ms until ``stop``; keep the slowest answer."""
+    with grpc.insecure_channel(address) as channel:
+        stub = games_pb2_grpc.GameServiceStub(channel)
+        stub.ListGames(games_pb2.ListGamesRequest(), timeout=30)  # connected before the clock starts
+        while not stop.is_set():
+            started = time.perf_counter()
+            stub.ListGames(games_pb2.ListGamesRequest(), timeout=30)
+            worst[0] = max(worst[0], time.perf_counter() - started)
+            time.sleep(0.02)
+
+
+def finished_ladder_matches(db: Path) -> int:
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    except sqlite3.OperationalError:
+        return 0
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM matches WHERE status = 'finished'").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        conn.close()
+
+
+def test_a_real_server_answers_while_its_ladder_compiles_the_tic_tac_toe_searches(tmp_path: Path) -> None:
+    """The lab's minimax and alpha-beta are recursive numba functions: compiled afresh in every process."""
+    db = tmp_path / "arena.db"
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "arena_server.cli",
+            "serve",
+            "--no-http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--db",
+            str(db),
+            "--ladder-game",
+            "tic_tac_toe",
+            "--ladder-bots",
+            "lab-minimax-buggy,lab-alphabeta-buggy",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stop = threading.Event()
+    worst = [0.0]
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert "serving on" in line, line + server.stderr.read() if server.stderr else line
+        pinger = threading.Thread(target=list_games_latency, args=(f"127.0.0.1:{port}", stop, worst))
+        pinger.start()
+        deadline = time.monotonic() + 60
+        while finished_ladder_matches(db) < 2 and time.monotonic() < deadline:  # both bots have played
+            time.sleep(0.1)
+        stop.set()
+        pinger.join(30)
+        played = finished_ladder_matches(db)
+    finally:
+        stop.set()
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(30)
+        finally:
+            if server.poll() is None:
+                server.kill()
+            server.communicate(timeout=30)  # closes the pipes
+    print(f"slowest ListGames while the ladder's first matches compiled their kernels: {worst[0] * 1e3:.0f} ms")
+    assert played >= 2, "the ladder played no tic-tac-toe match within a minute"
+    # Compiled on the event loop, each search held every call for 0.9-1.7 s on this machine.
+    assert worst[0] < 0.5, f"the server did not answer for {worst[0]:.2f}s while a hosted bot compiled"
