@@ -124,3 +124,81 @@ async def test_every_remote_bot_hears_the_shutdown_and_every_match_is_aborted(tm
         conn.close()
     assert rows == [("aborted", int(Termination.ABORTED), REASON)] * BOTS
     assert running == 0
+
+
+def running_matches(db: Path) -> int:
+    """Matches the server has stored as started and not yet ended (0 while the file is not there yet)."""
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    except sqlite3.OperationalError:
+        return 0
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM matches WHERE status = 'running'").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        conn.close()
+
+
+def test_ladder_matches_of_hosted_bots_running_at_ctrl_c_are_stored_as_aborted(tmp_path: Path) -> None:
+    """The ladder's own matches (hosted bots only, no remote seat to tell) end as aborted at Ctrl-C.
+
+    Two ten-million-round matches are certain to be running when the signal comes; the server must say
+    it aborts two, and store both as aborted with the shutdown's reason, none left running.
+    """
+    db = tmp_path / "arena.db"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "arena_server.cli",
+            "serve",
+            "--no-http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+            "--db",
+            str(db),
+            "--ladder-game",
+            "rps:rounds=10000000",
+            "--ladder-bots",
+            "rock,rotate,random,beat-last",
+            "--concurrency",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert "serving on" in line, line
+        deadline = time.monotonic() + 60
+        while running_matches(db) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert running_matches(db) == 2, "the ladder did not start its two matches within a minute"
+        time.sleep(0.5)  # both are past their start (stored, then handed to the referee): both are playing
+        signalled = time.monotonic()
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=GRACE + 20)
+        took = time.monotonic() - signalled
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate(timeout=30)
+    print(f"the server stopped {took:.2f}s after SIGINT")
+    assert server.returncode == 0, err
+    # Told to abort, they stop at their next move; cancelling what did not stop waits GRACE - 2 s first.
+    assert took < GRACE / 2, took
+    assert "aborting 2 running match(es)" in err, err
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT status, termination, reason, move_count FROM matches").fetchall()
+    finally:
+        conn.close()
+    assert len(rows) == 2, rows
+    for status, termination, reason, moves in rows:
+        assert (status, termination, reason) == ("aborted", int(Termination.ABORTED), REASON)
+        assert 0 < moves < 2 * 10_000_000  # stopped part-way, with what was played kept

@@ -182,8 +182,10 @@ async def _serve(
         if stop.is_set():  # a second signal: leave now; the next start marks unfinished matches aborted
             print(f"arena: {signame} again; exiting at once", file=sys.stderr, flush=True)
             os._exit(130)
+        # (A match whose end is being recorded is still in hub.running, but it is not aborted: not counted.)
+        playing = sum(1 for running in hub.running.values() if running.record.termination is None)
         print(
-            f"arena: {signame}: shutting down within {grace:g}s; aborting {len(hub.running)} running match(es)",
+            f"arena: {signame}: shutting down within {grace:g}s; aborting {playing} running match(es)",
             file=sys.stderr,
             flush=True,
         )
