@@ -253,6 +253,13 @@ class ThesisAgentBot(Bot):
     def on_match_start(self, match: MatchInfo) -> None:
         self.agent = None
 
+    def warm_up(self) -> None:
+        """Load the kernels on a scratch agent (numba's cache: some 0.4 s the first time in a process)."""
+        H, FP, IS, FS, R = build_agent(self.spec, 3, 0)
+        for opp in (0, 1, 2):
+            K.agent_propose(H, FP, IS, FS, R)
+            K.agent_observe(H, FP, IS, FS, R, opp)
+
     def act(self, turn: Turn) -> int:
         obs = turn.observation
         if self.agent is None or obs.round == 0:

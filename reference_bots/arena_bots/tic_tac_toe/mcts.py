@@ -118,6 +118,9 @@ class MCTSBot(TicTacToeBot):
     """UCT search on any m,n,k board with a time or simulation budget, after a win/block check."""
 
     name = "mcts"
+    thinks_off_loop = True
+    """It searches for its whole budget (0.25 s hosted) on every move: the server runs it on a thread, so the
+    rest of the server goes on meanwhile (the search releases the GIL)."""
 
     def __init__(
         self, seed: int = 0, *, seconds: float = HOSTED_SECONDS, simulations: int = 0, policy: int = 0,

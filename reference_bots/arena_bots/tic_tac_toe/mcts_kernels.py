@@ -230,7 +230,7 @@ def _playout(
     return DRAW
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the server runs the search on a thread, beside its event loop
 def search(
     board: np.ndarray,
     iterations: int,

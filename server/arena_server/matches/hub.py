@@ -41,7 +41,7 @@ from arena_server.referee.loop import play_match
 from arena_server.referee.records import COMMIT_FAILED, MatchControl, MatchRecord, void_record
 from arena_server.referee.seat import Seat
 from arena_server.referee.seeds import bot_seed, new_seed, seed_hash
-from arena_server.seats.in_process import InProcessSeat
+from arena_server.seats.in_process import InProcessSeat, ThreadedInProcessSeat
 from arena_server.seats.remote import RemoteSeat, RemoteSession
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store, StoreError
@@ -251,7 +251,9 @@ class Hub:
                 if name in self.hosted:
                     bot = self.hosted[name].factory(bot_seed(seed, index))
                     await self._warm(name, bot)
-                    seats.append(InProcessSeat(bot, SeatInfo(index, name, 1, "hosted")))
+                    # A bot that searches for long on each move thinks on a thread, beside the loop.
+                    seat_type = ThreadedInProcessSeat if getattr(bot, "thinks_off_loop", False) else InProcessSeat
+                    seats.append(seat_type(bot, SeatInfo(index, name, 1, "hosted")))
                 elif name not in self.sessions and self.registry is not None:
                     seats.append(self.registry.seat(name, index))  # a live session under the name wins
                 else:

@@ -1,0 +1,151 @@
+"""Hosted bots that think long (``thinks_off_loop = True``) move on a worker thread, beside the event loop.
+
+The tic-tac-toe MCTS bots search 0.25 s a move; on the loop, each move held
+every other match and every remote bot for that long. Here a bot that sleeps
+in ``act`` (releasing the GIL, as the search kernels do) stands for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from arena_bots import HostedBot, hosted_bots
+from arena_client import Bot, MatchResult, Termination, Turn
+from arena_games import load_game
+from arena_server.matches.hub import Hub
+from arena_server.seats.in_process import ThreadedInProcessSeat
+from tests.server.test_hosted_warm_up import longest_stall
+
+THINK = 0.2
+
+
+class Thinker(Bot):
+    """Plays paper after ``THINK`` seconds of 'search'; notes where and in what order it was called."""
+
+    name = "thinker"
+    games = ("rps", "tic_tac_toe")
+    thinks_off_loop = True
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.threads: list[int] = []
+        self.events: list[str] = []
+        self.thinking = threading.Event()
+
+    def act(self, turn: Turn) -> int:
+        self.threads.append(threading.get_ident())
+        self.events.append("act")
+        self.thinking.set()
+        time.sleep(THINK)
+        if self.fail:
+            raise RuntimeError("the search failed, on purpose")
+        self.events.append("acted")
+        return 1 if turn.observation.__class__.__name__ == "RpsObservation" else turn.legal_actions[0]
+
+    def on_match_end(self, result: MatchResult) -> None:
+        self.events.append("end")
+
+
+def hub_with(*bots: Thinker) -> tuple[Hub, list[Thinker]]:
+    made: list[Thinker] = []
+    queue = list(bots)
+
+    def factory(seed: int) -> Bot:
+        made.append(queue.pop(0))
+        return made[-1]
+
+    hosted = {name: hosted_bots()[name] for name in ("rock", "random")}
+    hosted["thinker"] = HostedBot("thinker", Thinker.games, factory, "thinks on a thread")
+    return Hub(None, hosted), made
+
+
+async def test_a_thinking_bot_moves_on_a_thread_and_the_loop_runs_meanwhile() -> None:
+    hub, made = hub_with(Thinker())
+    running = await hub.start_match(load_game("rps", rounds=4), ["thinker", "rock"])
+    assert running.task is not None
+    stall = await longest_stall(running.task)
+    record = await running.task
+    bot = made[0]
+    assert record.termination == Termination.NORMAL, record
+    assert record.returns == (4.0, -4.0)  # paper beats rock four times: the answers arrived, in order
+    assert len(bot.threads) == 4 and threading.get_ident() not in bot.threads
+    assert stall < THINK / 2, f"the event loop stalled {stall:.3f}s while a hosted bot thought"
+    moves = record.moves
+    thought = [moves.elapsed_us[i] for i in range(len(moves)) if moves.players[i] == 0]
+    assert all(us >= THINK * 1e6 * 0.9 for us in thought), thought  # its thinking is on its clock
+    assert bot.events[-1] == "end"
+
+
+async def test_both_seats_of_a_simultaneous_move_think_at_once() -> None:
+    hub, made = hub_with(Thinker(), Thinker())
+    started = time.perf_counter()
+    running = await hub.start_match(load_game("rps", rounds=3), ["thinker", "thinker"])
+    assert running.task is not None
+    record = await running.task
+    took = time.perf_counter() - started
+    assert record.termination == Termination.NORMAL and record.returns == (0.0, 0.0), record
+    assert [len(b.threads) for b in made] == [3, 3]
+    # Side by side, three rounds take about 3 * THINK, not 6 * THINK.
+    assert took < 5 * THINK, took
+
+
+async def test_an_abort_while_it_thinks_ends_the_match_and_its_end_waits_for_the_move() -> None:
+    hub, made = hub_with(Thinker())
+    running = await hub.start_match(load_game("rps", rounds=100), ["thinker", "rock"])
+    assert running.task is not None
+    await asyncio.wait_for(asyncio.to_thread(lambda: made[0].thinking.wait(10)), 15)
+    running.control.abort("stopped by the test")
+    record = await running.task
+    assert record.termination == Termination.ABORTED and record.reason == "stopped by the test", record
+    # Its hooks are never called while its act runs on the other thread.
+    assert made[0].events[-3:] == ["act", "acted", "end"], made[0].events
+
+
+async def test_a_thinking_bot_that_raises_crashes_its_match() -> None:
+    hub, _ = hub_with(Thinker(fail=True))
+    running = await hub.start_match(load_game("tic_tac_toe"), ["random", "thinker"])
+    assert running.task is not None
+    record = await running.task
+    assert record.termination == Termination.CRASH and record.offender == 1, record
+    assert "raised in act" in record.reason and "the search failed" in record.reason
+
+
+def test_the_hub_seats_the_mcts_bots_on_threads() -> None:
+    """The reference bots that search for their whole budget each move say so."""
+    seats: dict[str, Any] = {}
+    for name in ("mcts", "mcts-threats", "minimax", "rock"):
+        bot = hosted_bots()[name].factory(0)
+        seats[name] = getattr(bot, "thinks_off_loop", False)
+    assert seats == {"mcts": True, "mcts-threats": True, "minimax": False, "rock": False}
+    assert ThreadedInProcessSeat(Thinker()).synchronous is False  # asked, not called, by the referee
+
+
+def test_the_mcts_search_lets_other_threads_run_while_it_searches() -> None:
+    """Its kernel releases the GIL (``nogil``): on a thread, it does not hold up the loop's thread.
+
+    This thread spins while the search runs on another and notes its longest gap. Holding the GIL,
+    each chunk of the search (tens of ms) would be such a gap; released, the gaps are the
+    interpreter's switches between the two threads' Python parts, a few ms.
+    """
+    bot = hosted_bots()["mcts"].factory(0)
+    bot.warm_up()  # compiled (or loaded) before the clock below starts
+    bot.rows = bot.cols = bot.k = 5  # an open 5x5 board: a search of the whole budget, no forced move
+    bot.seconds = 1.0  # (its chunks grow with the budget: up to a quarter of what is left)
+    board = np.full(25, -1, dtype=np.int8)
+    searcher = threading.Thread(target=bot.choose, args=(board, 0))
+    searcher.start()
+    worst = 0.0
+    last = time.perf_counter()
+    while searcher.is_alive():
+        now = time.perf_counter()
+        worst = max(worst, now - last)
+        last = now
+    searcher.join()
+    assert bot.last_simulations > 1000  # it did search
+    print(f"longest wait of this thread during the search: {worst * 1e3:.1f} ms")
+    assert worst < 0.03, f"this thread waited {worst * 1e3:.0f} ms while the search held the GIL"
