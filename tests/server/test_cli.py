@@ -46,6 +46,8 @@ def test_help_renders(command: tuple[str, ...], capsys: pytest.CaptureFixture[st
         (["match", "random", "rock", "--per-move", "0"], "per_move must be positive"),
         (["games", "--colour"], "unrecognized arguments: --colour"),
         (["serve", "--port", "99999"], "--port 99999 is out of range"),
+        (["serve", "--switch-interval", "0"], "--switch-interval 0 is out of range; use 0.0001..0.1 seconds"),
+        (["serve", "--switch-interval", "0.5"], "--switch-interval 0.5 is out of range; use 0.0001..0.1 seconds"),
         (["nonsense"], "invalid choice: 'nonsense'"),
     ],
 )

@@ -263,6 +263,32 @@ def add_helper_threads_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+SWITCH_INTERVAL = 0.0005
+"""``arena serve``'s default ``--switch-interval`` (seconds); Python's own is 0.005."""
+
+
+def add_switch_interval_argument(parser: argparse.ArgumentParser) -> None:
+    """``--switch-interval SECONDS`` of ``arena serve``."""
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=SWITCH_INTERVAL,
+        metavar="SECONDS",
+        help=f"how long a thread waits for Python's GIL before the event loop must hand it over (default "
+        f"{SWITCH_INTERVAL:g}; Python's own is 0.005, under which the database's and the hosted bots' threads "
+        "could wait seconds behind a busy loop). See docs/performance.md",
+    )
+
+
+def check_switch_interval(seconds: float) -> None:
+    """A CliError for a ``--switch-interval`` outside 0.0001..0.1 seconds."""
+    if not 0.0001 <= seconds <= 0.1:
+        raise CliError(
+            f"--switch-interval {seconds:g} is out of range; use 0.0001..0.1 seconds "
+            f"(default {SWITCH_INTERVAL:g}; Python's own is 0.005)"
+        )
+
+
 def apply_helper_threads(policy: str, who: str = "arena") -> None:
     """Apply ``--helper-threads`` once the server's threads exist; a one-line warning on stderr if it cannot."""
     if policy != "batch":

@@ -33,8 +33,10 @@ from arena_server.bots.registry import check_sandbox, prepare_registry
 from arena_server.cli import CliError
 from arena_server.cli.common import (
     add_helper_threads_argument,
+    add_switch_interval_argument,
     add_time_control_arguments,
     apply_helper_threads,
+    check_switch_interval,
     check_can_listen,
     open_database,
     settle_heap,
@@ -95,6 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="run on uvloop instead of the standard asyncio event loop (needs pip install 'arena[uvloop]')",
     )  # issue 20
     add_helper_threads_argument(p)  # issue 20
+    add_switch_interval_argument(p)
     add_time_control_arguments(p)
     add_ladder_arguments(p)  # issue 5
     p.set_defaults(func=run)
@@ -121,7 +124,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--http-port {args.http_port} is out of range; use 0..65535 (or --no-http)")
     if not 1 <= args.shutdown_grace <= 600:
         raise CliError(f"--shutdown-grace {args.shutdown_grace:g} is out of range; use 1..600 seconds")
+    check_switch_interval(args.switch_interval)
     tc = time_control_from_args(args)
+    # Threads (the database's, hosted bots' warm-ups and searches) get the GIL within this of asking, even
+    # while the event loop runs hot: with Python's 5 ms, a loop that lets go of the GIL more often than
+    # that but only for an instant kept them waiting for seconds (docs/performance.md).
+    sys.setswitchinterval(args.switch_interval)
     check_can_listen(args.host, args.port, "--port")  # one line now, not gRPC's log after the database opened
     workers = resolve_workers(str(args.workers))
     if workers > 1:
@@ -142,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 args.shutdown_grace,
                 ladder_config(args),
                 helper_threads=args.helper_threads,
+                switch_interval=args.switch_interval,
             )
         )
     return loop_runner(args.uvloop)(

@@ -50,6 +50,8 @@ class WorkerConfig:
     """This worker's share of the rated ladder (None: no ladder)."""
     helper_threads: str = "batch"
     """``--helper-threads``: the scheduling policy of the worker's gRPC helper threads."""
+    switch_interval: float = 0.005
+    """``--switch-interval``: the GIL's switch interval in the worker (seconds)."""
 
 
 def ladder_share(config: LadderConfig, index: int, workers: int) -> LadderConfig:
@@ -107,6 +109,7 @@ async def serve_workers(
     grace: float,
     ladder: LadderConfig | None = None,
     helper_threads: str = "batch",
+    switch_interval: float = 0.005,
 ) -> int:
     """Run the main process of a multi-process server until SIGTERM/SIGINT; returns the exit status.
 
@@ -165,6 +168,7 @@ async def serve_workers(
                     grace,
                     None if ladder is None else ladder_share(ladder, i, workers),
                     helper_threads,
+                    switch_interval,
                 ),
             ),
             name=f"arena-worker-{i}",
@@ -302,6 +306,7 @@ async def _worker(config: WorkerConfig) -> None:
     from arena_server.matches.hub import Hub
     from arena_server.store.writer import WorkerStore
 
+    sys.setswitchinterval(config.switch_interval)
     store = await WorkerStore.connect(config.db, config.socket_path)
     hub = Hub(store, hosted_bots(), config.time_control)
     if hub.registry is not None:
