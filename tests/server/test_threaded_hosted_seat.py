@@ -115,13 +115,44 @@ async def test_a_thinking_bot_that_raises_crashes_its_match() -> None:
     assert "raised in act" in record.reason and "the search failed" in record.reason
 
 
-def test_the_hub_seats_the_mcts_bots_on_threads() -> None:
+class Ponderer(Bot):
+    """Thinks 5 ms a move on the loop's own thread (no ``thinks_off_loop``): a few ms are not worth a thread."""
+
+    name = "ponderer"
+    games = ("rps",)
+
+    def act(self, turn: Turn) -> int:
+        time.sleep(0.005)
+        return 0
+
+
+async def test_an_in_process_match_of_bots_thinking_milliseconds_lets_the_loop_run_between_moves() -> None:
+    """20 decisions of two 5 ms bots: 0.2 s. Fewer than 256 decisions, it was one step of the loop."""
+    hosted = {"ponderer": HostedBot("ponderer", ("rps",), lambda seed: Ponderer(), "thinks 5 ms a move")}
+    hub = Hub(None, hosted)
+    running = await hub.start_match(load_game("rps", rounds=20), ["ponderer", "ponderer"])
+    assert running.task is not None
+    stall = await longest_stall(running.task)
+    record = await running.task
+    assert record.termination == Termination.NORMAL and len(record.moves) == 40, record
+    # It lets the loop run once its bots have thought 2 ms (THOUGHT_SLICE): here after every decision.
+    assert stall < 0.06, f"the event loop stalled {stall:.3f}s during a match of bots thinking 5 ms a move"
+
+
+def test_the_hub_seats_the_searching_bots_on_threads() -> None:
     """The reference bots that search for their whole budget each move say so."""
     seats: dict[str, Any] = {}
-    for name in ("mcts", "mcts-threats", "minimax", "rock"):
+    for name in ("mcts", "mcts-threats", "lab-minimax-buggy", "lab-alphabeta-buggy", "minimax", "rock"):
         bot = hosted_bots()[name].factory(0)
         seats[name] = getattr(bot, "thinks_off_loop", False)
-    assert seats == {"mcts": True, "mcts-threats": True, "minimax": False, "rock": False}
+    assert seats == {
+        "mcts": True,
+        "mcts-threats": True,
+        "lab-minimax-buggy": True,
+        "lab-alphabeta-buggy": False,
+        "minimax": False,
+        "rock": False,
+    }
     assert ThreadedInProcessSeat(Thinker()).synchronous is False  # asked, not called, by the referee
 
 

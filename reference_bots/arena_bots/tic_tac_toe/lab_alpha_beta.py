@@ -29,6 +29,7 @@ class LabAlphaBeta(LabMinimax):
 
     name = bot_name = "lab-alphabeta-buggy"
     label = "lab alpha-beta"
+    thinks_off_loop = False  # (its cut-offs keep a move under a millisecond: no thread needed)
 
     def search(self, board: np.ndarray, p: int) -> tuple[float, int, int]:
         return lab_alphabeta(board, p)

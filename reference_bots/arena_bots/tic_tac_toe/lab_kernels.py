@@ -80,7 +80,7 @@ def _minimax(board: np.ndarray, maximizing: bool, p: int, nodes: np.ndarray) -> 
     return best  # +inf when the board is full: bug B1 (a draw above a win)
 
 
-@njit  # not cached: numba's cache of recursive functions crashes on load
+@njit(nogil=True)  # not cached (numba's cache of recursive functions crashes on load); run on a thread
 def lab_minimax_move(board: np.ndarray, p: int, nodes: np.ndarray) -> tuple[float, int]:
     """The lab MinimaxPlayer's root: (value, cell), cell -1 when the lab code would crash (B1b).
 

@@ -37,6 +37,8 @@ class LabMinimax(LabBot):
     cost = "searches the whole game tree"
     max_cells = 9
     label = "lab minimax"
+    thinks_off_loop = True
+    """Its whole-tree search takes up to 50 ms a move: the server runs it on a thread (it releases the GIL)."""
 
     def __init__(self) -> None:
         super().__init__()

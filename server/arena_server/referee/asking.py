@@ -77,6 +77,7 @@ class Asking(Publishing):
                 update = Update(match_id, tuple(pending), turn.observation)
                 pending.clear()
             ans = seats[seat_index].act_now(turn, (), update)
+            self.thought += ans.elapsed
             if not self._passes(seat_index, ans, legal):
                 failure = self._check(seat_index, ans, self.per_move, self.grace)
                 if failure is not None:

@@ -56,6 +56,12 @@ from arena_server.referee.records import (
 from arena_server.referee.seat import Seat
 from arena_server.referee.seeds import chance_rng, new_seed, sample_outcome, seed_hash
 
+THOUGHT_SLICE = 0.002
+"""An in-process match lets the rest of the server run after 256 decisions, or sooner once its bots have
+thought this long (seconds) since it last did: a few moves of a bot that thinks for milliseconds each
+would otherwise hold the event loop for a whole match (a 9-move tic-tac-toe match of the lab's minimax:
+up to 0.34 s)."""
+
 
 async def play_match(
     game: Game,
@@ -183,6 +189,7 @@ class _Referee(Asking):
         """``on_answer`` for the seat at each position of a decision (see :meth:`Seat.ask_then`); a reference
         cycle through this referee, broken when :meth:`play` returns."""
         self.decisions = 0
+        self.thought = 0.0
         self.player = TERMINAL
         self.acting = ()
         self.answers = []
@@ -298,7 +305,8 @@ class _Referee(Asking):
                             self._publish((self._public_move(player, action),))
                     actions = None
                     decisions += 1
-                    if decisions & 255 == 0:
+                    if decisions & 255 == 0 or self.thought > THOUGHT_SLICE:
+                        self.thought = 0.0
                         return _Step.YIELD  # (in-process matches must not starve the rest of the server)
                 if control.aborted:
                     return _Step.ABORTED

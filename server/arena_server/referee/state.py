@@ -70,6 +70,7 @@ class RefereeState:
         "synchronous",
         "task",
         "tc",
+        "thought",
         "track",
         "tracking",
         "turn_id",
@@ -124,6 +125,8 @@ class RefereeState:
     failures: list[tuple[int, Termination, str]]
     callbacks: list[Callable[[Answer], None]]
     decisions: int
+    thought: float
+    """Seconds the in-process bots have thought since the match last let the rest of the server run."""
     all_seats: tuple[int, ...]
     """Every seat's index: who acts in a simultaneous move (a tuple: indexing a range makes a new int each time)."""
     # The decision being asked:
