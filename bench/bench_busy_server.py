@@ -31,24 +31,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from arena_client import Bot, Turn
+from remote_clients import Scissors
+
 from arena_client.remote import Client
 
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
-
-
-class Scissors(Bot):
-    """Always scissors; notes when each ``act`` is called."""
-
-    name = "busy-bench"
-    games = ("rps",)
-
-    def __init__(self) -> None:
-        self.stamps: list[float] = []
-
-    def act(self, turn: Turn) -> int:
-        self.stamps.append(time.perf_counter())
-        return 2
 
 
 def free_port() -> int:

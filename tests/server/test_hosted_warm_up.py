@@ -13,10 +13,6 @@ thread) while a client keeps calling the server.
 from __future__ import annotations
 
 import asyncio
-import signal
-import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,7 +25,7 @@ from arena_bots import HostedBot, hosted_bots
 from arena_client import Bot, MatchInfo, Termination, Turn
 from arena_games import load_game
 from arena_server.matches.hub import Hub
-from tests.server.test_shutdown import free_port
+from tests.server._serving import free_port, look, start_server, stop_server, wait_for
 
 WARM_SECONDS = 0.6
 
@@ -139,21 +135,14 @@ def list_games_latency(address: str, stop: threading.Event, worst: list[float]) 
 
 
 def finished_by_bot(db: Path) -> dict[str, int]:
-    """How many finished matches each bot has played (empty while the file or its tables are not there yet)."""
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    except sqlite3.OperationalError:
-        return {}
-    try:
-        rows = conn.execute(
-            "SELECT s.bot_name, COUNT(*) FROM matches m JOIN match_seats s ON s.match_id = m.id "
-            "WHERE m.status = 'finished' GROUP BY s.bot_name"
-        ).fetchall()
-        return {str(name): int(count) for name, count in rows}
-    except sqlite3.OperationalError:
-        return {}
-    finally:
-        conn.close()
+    """How many finished matches each bot has played so far."""
+    rows = look(
+        db,
+        "SELECT s.bot_name, COUNT(*) FROM matches m JOIN match_seats s ON s.match_id = m.id "
+        "WHERE m.status = 'finished' GROUP BY s.bot_name",
+        [],
+    )
+    return {str(name): int(count) for name, count in rows}
 
 
 LADDER = ("lab-minimax-buggy", "lab-alphabeta-buggy", "mcts")
@@ -164,55 +153,20 @@ def test_a_real_server_answers_while_its_ladder_compiles_and_runs_the_tic_tac_to
     searches 0.25 s a move (on a thread: ``tests/server/test_threaded_hosted_seat.py``)."""
     db = tmp_path / "arena.db"
     port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "arena_server.cli",
-            "serve",
-            "--no-http",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--db",
-            str(db),
-            "--ladder-game",
-            "tic_tac_toe",
-            "--ladder-bots",
-            ",".join(LADDER),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = start_server(db, port, "--ladder-game", "tic_tac_toe", "--ladder-bots", ",".join(LADDER))
     stop = threading.Event()
     worst = [0.0]
     try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        assert "serving on" in line, line + server.stderr.read() if server.stderr else line
         pinger = threading.Thread(target=list_games_latency, args=(f"127.0.0.1:{port}", stop, worst))
         pinger.start()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # until every bot has played a match
-            played = finished_by_bot(db)
-            if all(played.get(name, 0) >= 1 for name in LADDER):
-                break
-            time.sleep(0.1)
+        everyone_played = wait_for(lambda: all(finished_by_bot(db).get(name, 0) >= 1 for name in LADDER))
         stop.set()
         pinger.join(30)
     finally:
         stop.set()
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(30)
-        finally:
-            if server.poll() is None:
-                server.kill()
-            server.communicate(timeout=30)  # closes the pipes
+        stop_server(server)
     print(f"slowest ListGames while the ladder's first matches compiled and searched: {worst[0] * 1e3:.0f} ms")
-    assert all(played.get(name, 0) >= 1 for name in LADDER), f"within a minute the ladder played only {played}"
+    assert everyone_played, f"within a minute the ladder played only {finished_by_bot(db)}"
     # On the event loop, each compilation held every call for 0.9-1.7 s on this machine, and each MCTS
     # move for 0.25 s.
     assert worst[0] < 0.15, f"the server did not answer for {worst[0]:.3f}s while its hosted bots worked"

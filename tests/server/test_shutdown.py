@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -24,16 +23,11 @@ from arena.v1 import common_pb2 as common
 from arena_client import Termination
 from arena_server.api.authority import MAX_ROUNDS
 from tests.fakes.grpc_bots import RawBot
+from tests.server._serving import free_port, look, running_matches, start_server, stop_server, wait_for
 
 BOTS = 30
 GRACE = 10.0
 REASON = "the server is shutting down"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def one_bot(address: str, index: int, playing: asyncio.Event, counter: list[int]) -> str:
@@ -126,20 +120,6 @@ async def test_every_remote_bot_hears_the_shutdown_and_every_match_is_aborted(tm
     assert running == 0
 
 
-def running_matches(db: Path) -> int:
-    """Matches the server has stored as started and not yet ended (0 while the file is not there yet)."""
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    except sqlite3.OperationalError:
-        return 0
-    try:
-        return int(conn.execute("SELECT COUNT(*) FROM matches WHERE status = 'running'").fetchone()[0])
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        conn.close()
-
-
 def test_ladder_matches_of_hosted_bots_running_at_ctrl_c_are_stored_as_aborted(tmp_path: Path) -> None:
     """The ladder's own matches (hosted bots only, no remote seat to tell) end as aborted at Ctrl-C.
 
@@ -147,57 +127,21 @@ def test_ladder_matches_of_hosted_bots_running_at_ctrl_c_are_stored_as_aborted(t
     it aborts two, and store both as aborted with the shutdown's reason, none left running.
     """
     db = tmp_path / "arena.db"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "arena_server.cli",
-            "serve",
-            "--no-http",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(free_port()),
-            "--db",
-            str(db),
-            "--ladder-game",
-            "rps:rounds=10000000",
-            "--ladder-bots",
-            "rock,rotate,random,beat-last",
-            "--concurrency",
-            "2",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    ladder = ("--ladder-game", "rps:rounds=10000000", "--ladder-bots", "rock,rotate,random,beat-last")
+    server = start_server(db, free_port(), *ladder, "--concurrency", "2")
     try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        assert "serving on" in line, line
-        deadline = time.monotonic() + 60
-        while running_matches(db) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert running_matches(db) == 2, "the ladder did not start its two matches within a minute"
+        assert wait_for(lambda: running_matches(db) == 2), "the ladder did not start its two matches within a minute"
         time.sleep(0.5)  # both are past their start (stored, then handed to the referee): both are playing
-        signalled = time.monotonic()
-        server.send_signal(signal.SIGINT)
-        _, err = server.communicate(timeout=GRACE + 20)
-        took = time.monotonic() - signalled
     finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate(timeout=30)
+        signalled = time.monotonic()
+        err = stop_server(server, timeout=GRACE + 20)
+        took = time.monotonic() - signalled
     print(f"the server stopped {took:.2f}s after SIGINT")
     assert server.returncode == 0, err
     # Told to abort, they stop at their next move; cancelling what did not stop waits GRACE - 2 s first.
     assert took < GRACE / 2, took
     assert "aborting 2 running match(es)" in err, err
-    conn = sqlite3.connect(db)
-    try:
-        rows = conn.execute("SELECT status, termination, reason, move_count FROM matches").fetchall()
-    finally:
-        conn.close()
+    rows = look(db, "SELECT status, termination, reason, move_count FROM matches", [])
     assert len(rows) == 2, rows
     for status, termination, reason, moves in rows:
         assert (status, termination, reason) == ("aborted", int(Termination.ABORTED), REASON)

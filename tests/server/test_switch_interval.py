@@ -12,40 +12,23 @@ sets a 0.5 ms interval (``--switch-interval``), shorter than those stretches.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import grpc
 
 from arena.v1 import matches_pb2, matches_pb2_grpc
-from tests.server.test_shutdown import free_port, running_matches
+from tests.server._serving import free_port, running_matches, start_server, stop_server, wait_for
 
 
 def test_the_database_answers_while_a_long_hosted_match_runs(tmp_path: Path) -> None:
     db = tmp_path / "arena.db"
     port = free_port()
-    server = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "arena_server.cli", "serve", "--no-http"),
-            *("--host", "127.0.0.1", "--port", str(port), "--db", str(db)),
-            *("--ladder-game", "rps:rounds=10000000", "--ladder-bots", "rock,rotate", "--concurrency", "1"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    ladder = ("--ladder-game", "rps:rounds=10000000", "--ladder-bots", "rock,rotate", "--concurrency", "1")
+    server = start_server(db, port, *ladder)
     latencies: list[float] = []
     try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        assert "serving on" in line, line
-        deadline = time.monotonic() + 60
-        while running_matches(db) < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert running_matches(db) == 1, "the ladder did not start its match within a minute"
+        assert wait_for(lambda: running_matches(db) == 1), "the ladder did not start its match within a minute"
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = matches_pb2_grpc.MatchServiceStub(channel)
             until = time.monotonic() + 4
@@ -56,13 +39,7 @@ def test_the_database_answers_while_a_long_hosted_match_runs(tmp_path: Path) -> 
                 time.sleep(0.05)
         assert running_matches(db) == 1  # the long match was playing all along
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.communicate(timeout=30)
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.communicate(timeout=30)
+        stop_server(server)
     assert len(listed.matches) == 1
     worst = max(latencies)
     print(f"{len(latencies)} ListMatches calls, slowest {worst * 1e3:.0f} ms")

@@ -17,6 +17,7 @@ import numpy as np
 from arena_bots import HostedBot, hosted_bots
 from arena_client import Bot, MatchResult, Termination, Turn
 from arena_games import load_game
+from arena_games.rps import RpsObservation
 from arena_server.matches.hub import Hub
 from arena_server.seats.in_process import ThreadedInProcessSeat
 from tests.server.test_hosted_warm_up import longest_stall
@@ -45,7 +46,7 @@ class Thinker(Bot):
         if self.fail:
             raise RuntimeError("the search failed, on purpose")
         self.events.append("acted")
-        return 1 if turn.observation.__class__.__name__ == "RpsObservation" else turn.legal_actions[0]
+        return 1 if isinstance(turn.observation, RpsObservation) else turn.legal_actions[0]  # paper, or a cell
 
     def on_match_end(self, result: MatchResult) -> None:
         self.events.append("end")

@@ -30,7 +30,7 @@ from pathlib import Path
 from arena_client import TimeControl
 from arena_client._native import status as native_status
 from arena_server.cli import CliError
-from arena_server.cli.common import apply_helper_threads, settle_heap
+from arena_server.cli.common import SWITCH_INTERVAL, apply_helper_threads, settle_heap
 from arena_server.ladder.scheduler import LadderConfig
 
 
@@ -50,7 +50,7 @@ class WorkerConfig:
     """This worker's share of the rated ladder (None: no ladder)."""
     helper_threads: str = "batch"
     """``--helper-threads``: the scheduling policy of the worker's gRPC helper threads."""
-    switch_interval: float = 0.005
+    switch_interval: float = SWITCH_INTERVAL
     """``--switch-interval``: the GIL's switch interval in the worker (seconds)."""
 
 
@@ -109,7 +109,7 @@ async def serve_workers(
     grace: float,
     ladder: LadderConfig | None = None,
     helper_threads: str = "batch",
-    switch_interval: float = 0.005,
+    switch_interval: float = SWITCH_INTERVAL,
 ) -> int:
     """Run the main process of a multi-process server until SIGTERM/SIGINT; returns the exit status.
 
