@@ -17,7 +17,9 @@ loading its kernels, a table read from disk) offers it as ``warm_up()``: a
 method taking no argument, safe to call from any thread and cheap once done.
 The server calls it on a worker thread before the bot's first match there,
 so that work never stalls the event loop (every other match, every remote
-bot); other hosts may leave it to ``on_match_start``, which calls it too.
+bot). Where it would otherwise fall on the clock's first move, the bot's
+``on_match_start`` calls it too (the tic-tac-toe and dots-and-boxes bots), for
+the hosts that seat bots without the server's hub (``arena.evaluate``).
 """
 
 from __future__ import annotations
