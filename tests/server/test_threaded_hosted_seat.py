@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
 from arena_bots import HostedBot, hosted_bots
+from arena_bots.tic_tac_toe.lab_pure_mc import LabPureMC
 from arena_client import Bot, MatchResult, Termination, Turn
 from arena_games import load_game
 from arena_games.rps import RpsObservation
@@ -143,41 +146,111 @@ async def test_an_in_process_match_of_bots_thinking_milliseconds_lets_the_loop_r
 def test_the_hub_seats_the_searching_bots_on_threads() -> None:
     """The reference bots that search for their whole budget each move say so."""
     seats: dict[str, Any] = {}
-    for name in ("mcts", "mcts-threats", "lab-minimax-buggy", "lab-alphabeta-buggy", "minimax", "rock"):
-        bot = hosted_bots()[name].factory(0)
-        seats[name] = getattr(bot, "thinks_off_loop", False)
-    assert seats == {
+    threaded = {
         "mcts": True,
         "mcts-threats": True,
         "lab-minimax-buggy": True,
         "lab-alphabeta-buggy": False,
+        "lab-uct": True,
+        "lab-pure-mc": True,
+        "pure-mc": True,
+        "boxes-mcts": True,
+        "solver": True,
         "minimax": False,
+        "chains": False,
+        "greedy": False,
         "rock": False,
     }
+    for name in threaded:
+        bot = hosted_bots()[name].factory(0)
+        seats[name] = getattr(bot, "thinks_off_loop", False)
+    assert seats == threaded
     assert ThreadedInProcessSeat(Thinker()).synchronous is False  # asked, not called, by the referee
 
 
-def test_the_mcts_search_lets_other_threads_run_while_it_searches() -> None:
-    """Its kernel releases the GIL (``nogil``): on a thread, it does not hold up the loop's thread.
+Search = Callable[[], object]
+"""One move's search of a hosted bot, ready to call."""
 
-    This thread spins while the search runs on another and notes its longest gap. Holding the GIL,
-    each chunk of the search (tens of ms) would be such a gap; released, the gaps are the
-    interpreter's switches between the two threads' Python parts, a few ms.
-    """
+
+def _mcts_search() -> Search:
     bot = hosted_bots()["mcts"].factory(0)
     bot.warm_up()  # compiled (or loaded) before the clock below starts
     bot.rows = bot.cols = bot.k = 5  # an open 5x5 board: a search of the whole budget, no forced move
     bot.seconds = 1.0  # (its chunks grow with the budget: up to a quarter of what is left)
     board = np.full(25, -1, dtype=np.int8)
-    searcher = threading.Thread(target=bot.choose, args=(board, 0))
-    searcher.start()
+    return lambda: bot.choose(board, 0)
+
+
+def _pure_mc_search() -> Search:
+    bot = hosted_bots()["pure-mc"].factory(0)
+    bot.rows, bot.cols, bot.k = 7, 7, 5  # 49 empty cells: about 0.1 s in one call of its kernel
+    board = np.full(49, -1, dtype=np.int8)
+    return lambda: bot.choose(board, 0)
+
+
+def _lab_pure_mc_search() -> Search:
+    bot = LabPureMC(0, simulations=5000)  # 5,000 playouts a cell on 4x4: about 0.1 s in one call of its kernel
+    bot.rows = bot.cols = bot.k = 4
+    board = np.full(16, -1, dtype=np.int8)
+    return lambda: bot.choose(board, 0)
+
+
+@pytest.mark.parametrize("make", [_mcts_search, _pure_mc_search, _lab_pure_mc_search], ids=lambda f: f.__name__[1:])
+def test_a_threaded_bots_search_lets_other_threads_run_while_it_searches(make: Callable[[], Search]) -> None:
+    """Their kernels release the GIL (``nogil``): on a thread, a search does not hold up the loop's thread.
+
+    This thread spins while the search runs on another and notes its longest gap. Holding the GIL,
+    each call of a search kernel (about 0.1 s here) would be such a gap; released, the gaps are the
+    interpreter's switches between the two threads' Python parts, a few ms.
+    """
+    search = make()
+    search()  # compiled (or loaded) before the clock below starts
+    searcher = threading.Thread(target=search)
     worst = 0.0
-    last = time.perf_counter()
-    while searcher.is_alive():
+    # The clock starts before start(), which returns once the new thread runs: a kernel that holds the GIL
+    # from its first call to its last keeps this thread inside start() meanwhile.
+    started = last = time.perf_counter()
+    searcher.start()
+    while True:
+        alive = searcher.is_alive()
         now = time.perf_counter()
-        worst = max(worst, now - last)
+        worst = max(worst, now - last)  # (the last gap too)
         last = now
+        if not alive:
+            break
     searcher.join()
-    assert bot.last_simulations > 1000  # it did search
-    print(f"longest wait of this thread during the search: {worst * 1e3:.1f} ms")
+    took = time.perf_counter() - started
+    print(f"longest wait of this thread during a {took * 1e3:.0f} ms search: {worst * 1e3:.1f} ms")
+    assert took > 0.06  # a search long enough to tell a held GIL from a released one
     assert worst < 0.03, f"this thread waited {worst * 1e3:.0f} ms while the search held the GIL"
+
+
+async def test_matches_of_the_searching_bots_on_big_boards_leave_the_loop_running() -> None:
+    """``lab-uct``, ``pure-mc`` and ``boxes-mcts`` think 20-150 ms a move on these boards: threads, not the loop.
+
+    Seated on the loop (as they were), three such matches held it for up to 460 ms at a time.
+    """
+    names = ("lab-uct", "pure-mc", "boxes-mcts", "random")
+    hub = Hub(None, {name: hosted_bots()[name] for name in names})
+    for name in names[:3]:
+        hosted_bots()[name].factory(0).warm_up()  # (compiled or loaded before the matches start)
+    games = [
+        (load_game("tic_tac_toe", rows=6, cols=6, k=4), ["lab-uct", "random"]),
+        (load_game("tic_tac_toe", rows=6, cols=6, k=4), ["random", "pure-mc"]),
+        (load_game("dots_and_boxes", rows=6, cols=6), ["boxes-mcts", "random"]),
+    ]
+    running = [await hub.start_match(game, seats) for game, seats in games]
+    tasks = [r.task for r in running if r.task is not None]
+    stall = await longest_stall(asyncio.gather(*tasks))
+    records = [await task for task in tasks]
+    assert [r.termination for r in records] == [Termination.NORMAL] * 3, records
+    searcher_seats = [0, 1, 0]  # (the seat of lab-uct, pure-mc and boxes-mcts in their matches)
+    slowest = max(
+        r.moves.elapsed_us[i]
+        for r, seat in zip(records, searcher_seats, strict=True)
+        for i in range(len(r.moves))
+        if r.moves.players[i] == seat
+    )
+    print(f"the loop's longest stall: {stall * 1e3:.1f} ms; the slowest move: {slowest / 1e3:.1f} ms")
+    assert slowest > 60_000  # moves long enough that one on the loop would show
+    assert stall < 0.05, f"the event loop stalled {stall * 1e3:.0f} ms while hosted bots searched"

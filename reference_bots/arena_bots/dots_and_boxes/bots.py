@@ -27,8 +27,14 @@ hosted :class:`PolicyBot` and by the experiments' fast game loop.
 * ``boxes-mcts``: UCT (c = 0.7) whose playouts take open boxes, else play a random
   safe edge, else a random edge; a playout scores 0.5 + margin / (2 boxes);
   while safe edges exist the tree only tries safe or box-closing edges; up to
-  4000 iterations or 0.15 s a move (hosted bots run on the server's event
-  loop, so it stays short), for any board.
+  4000 iterations or 0.15 s a move, for any board.
+
+``boxes-mcts`` (7 ms a move on 3x3 boxes, up to 135 ms on 6x6) and ``solver``
+(up to about 20 ms for an endgame search on boards past 3x3) set
+``thinks_off_loop``: a server seats them on a thread beside its event loop, and
+the kernels they call release the GIL (``nogil``). The others answer in well
+under a millisecond and stay on the loop. ``solver``'s ``warm_up`` loads the
+3x3 table, the ladder's board (built the first time on a machine: about 1.7 s).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ import numpy as np
 from arena_bots.dots_and_boxes import kernels as K
 from arena_bots.dots_and_boxes.board import Position, geometry
 from arena_bots.dots_and_boxes.neuro import SHIPPED, Genome, GenomeError, load_genome
-from arena_bots.dots_and_boxes.solver import solver_move
+from arena_bots.dots_and_boxes.solver import exact_table, solver_move
 from arena_bots.numba_helpers import seed_state
 from arena_bots.registry import hosted
 from arena_client import Bot, MatchInfo, Turn
@@ -120,6 +126,10 @@ class SolverPolicy(_Seeded):
     def choose(self, pos: Position) -> int:
         return solver_move(pos.geo, pos.edges, pos.sides, self.rng, endgame_edges=self.endgame_edges)
 
+    def warm_up(self) -> None:
+        """Load the default board's (3x3) whole-game table: built the first time on a machine (seconds), then read."""
+        exact_table(geometry(3, 3))
+
 
 class MctsPolicy(_Seeded):
     def __init__(self, seed: int = 0, iterations: int = 4000, seconds: float = 0.15, c_uct: float = 0.7) -> None:
@@ -185,17 +195,26 @@ class PolicyBot(Bot):
 
     games = GAMES
 
-    def __init__(self, policy: Policy, name: str) -> None:
+    def __init__(self, policy: Policy, name: str, thinks_off_loop: bool = False) -> None:
         self.policy = policy
         self.name = name
+        self.thinks_off_loop = thinks_off_loop
+        """True for the policies that may think tens of milliseconds a move (``boxes-mcts``, ``solver``): a
+        server seats the bot on a thread (its kernels release the GIL), not on its event loop."""
 
     def on_match_start(self, match: MatchInfo) -> None:
         # The referee does not charge this hook to the clock: load the kernels here, once per process.
         _warm_once()
 
     def warm_up(self) -> None:
-        """Load the kernels (once per process; any thread): the server calls it off its event loop."""
+        """Load the kernels (once per process; any thread), and the policy's own start-up work if it has any.
+
+        The server calls it off its event loop before the bot's first match.
+        """
         _warm_once()
+        own = getattr(self.policy, "warm_up", None)
+        if own is not None:
+            own()
 
     def act(self, turn: Turn) -> int:
         pos = position_of(turn)
@@ -280,9 +299,9 @@ def _chains(seed: int) -> Bot:
 
 @hosted("solver", GAMES, "dots and boxes exact play up to 3x3 (cached tables), chains + endgame search beyond")
 def _solver(seed: int) -> Bot:
-    return PolicyBot(SolverPolicy(seed), "solver")
+    return PolicyBot(SolverPolicy(seed), "solver", thinks_off_loop=True)  # (an endgame search: about 20 ms)
 
 
 @hosted("boxes-mcts", GAMES, "dots and boxes UCT Monte Carlo tree search (0.15 s a move)")
 def _mcts(seed: int) -> Bot:
-    return PolicyBot(MctsPolicy(seed), "boxes-mcts")
+    return PolicyBot(MctsPolicy(seed), "boxes-mcts", thinks_off_loop=True)  # (up to 0.15 s a move)

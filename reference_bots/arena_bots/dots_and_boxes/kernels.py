@@ -460,7 +460,7 @@ def safe_game_value(
             best[d] = -value
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the server runs it on a thread, beside its event loop
 def chains_move(
     edges: np.ndarray,
     sides: np.ndarray,
@@ -573,7 +573,7 @@ def retrograde(k: int, free: np.ndarray, local_box_masks: np.ndarray, edge_local
     return value
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the server runs it on a thread, beside its event loop
 def table_move(
     value: np.ndarray,
     edges: np.ndarray,
@@ -660,7 +660,7 @@ def _rollout(
             player = 1 - player
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the server runs it on a thread, beside its event loop
 def mcts_search(
     edges0: np.ndarray,
     sides0: np.ndarray,

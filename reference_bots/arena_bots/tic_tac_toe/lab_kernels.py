@@ -186,7 +186,7 @@ def lab_simulate(sim: np.ndarray, to_move: int, root_p: int, rng: np.ndarray) ->
         to_move = -to_move
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the server runs it on a thread, beside its event loop
 def lab_pure_mc_move(board: np.ndarray, p: int, simulations: int, rng: np.ndarray, wins: np.ndarray) -> int:
     """The lab MonteCarloPlayer: ``simulations`` playouts per candidate, score = wins only (Q2).
 

@@ -26,6 +26,9 @@ class LabPureMC(LabBot):
     name = bot_name = "lab-pure-mc"
     cost = "runs 1000 playouts per empty cell"
     max_cells = 16
+    thinks_off_loop = True
+    """1000 playouts per empty cell take milliseconds a move: the server runs it on a thread (its kernel releases
+    the GIL)."""
 
     def __init__(self, seed: int = 0, simulations: int = SIMULATIONS) -> None:
         super().__init__()

@@ -367,7 +367,7 @@ def best_root_move(
     return move
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the server runs it on a thread, beside its event loop
 def flat_mc_move(
     board: np.ndarray,
     rows: int,
