@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from arena_bots import hosted_bots
 from arena_bots.dots_and_boxes import solver as S
 from arena_bots.dots_and_boxes.board import Position, geometry
 from arena_bots.dots_and_boxes.bots import SolverPolicy
@@ -81,6 +82,16 @@ def test_3x3_first_player_loses_by_3_and_the_table_is_cached_on_disk(tmp_path: P
     rebuilt = S.exact_table(geo)
     assert np.array_equal(rebuilt, table)
     assert path.stat().st_size > 1 << 24
+
+
+def test_the_hosted_solvers_warm_up_loads_the_default_boards_table() -> None:
+    """The server calls ``warm_up`` on a thread before the first match: the 3x3 table is ready, not built in a move."""
+    geo = geometry(3, 3)
+    assert not S.table_path(geo).exists() and (3, 3) not in S._TABLES
+    bot = hosted_bots()["solver"].factory(0)
+    bot.warm_up()
+    assert (3, 3) in S._TABLES and S.table_path(geo).exists()
+    assert bot.thinks_off_loop  # (its endgame searches on bigger boards take about 20 ms: seated on a thread)
 
 
 def _check_never_lowers(rows: int, cols: int, solver_seat: int, limit: int) -> int:
