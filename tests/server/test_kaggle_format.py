@@ -300,7 +300,12 @@ def agent(observation, configuration):
 
 async def test_an_agent_importing_numpy_plays(folder: Path) -> None:
     """Kaggle offered numpy: with the default limits (bots as nobody under a root server) it imports and plays."""
-    program = kaggle(write(folder, "numpy_frequency.py", NUMPY_FREQUENCY), Limits(cpu_seconds=60))
+    try:
+        program = kaggle(write(folder, "numpy_frequency.py", NUMPY_FREQUENCY), Limits(cpu_seconds=60))
+    except FormatError as exc:  # the upload's own check: the Python that runs bots here has no numpy
+        if "'numpy', which is not installed" not in str(exc):
+            raise
+        pytest.skip(f"{exc} (Debian: apt-get install python3-numpy)")
     python = program.argv()[0]
     probe = await asyncio.create_subprocess_exec(python, "-c", "import numpy", stderr=asyncio.subprocess.DEVNULL)
     if await probe.wait() != 0:

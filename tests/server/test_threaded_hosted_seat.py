@@ -8,6 +8,7 @@ in ``act`` (releasing the GIL, as the search kernels do) stands for them.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from arena_client import Bot, MatchResult, Termination, Turn
 from arena_games import load_game
 from arena_games.rps import RpsObservation
 from arena_server.matches.hub import Hub
+from arena_server.referee.loop import STRETCH
 from arena_server.seats.in_process import ThreadedInProcessSeat
 from tests.server.test_hosted_warm_up import longest_stall
 
@@ -139,8 +141,45 @@ async def test_an_in_process_match_of_bots_thinking_milliseconds_lets_the_loop_r
     stall = await longest_stall(running.task)
     record = await running.task
     assert record.termination == Termination.NORMAL and len(record.moves) == 40, record
-    # It lets the loop run once its bots have thought 2 ms (THOUGHT_SLICE): here after every decision.
+    # It lets the loop run once its bots have thought 0.5 ms (STRETCH): here after every decision.
     assert stall < 0.06, f"the event loop stalled {stall:.3f}s during a match of bots thinking 5 ms a move"
+
+
+async def turns_of_the_loop(hub: Hub, seats: list[str], rounds: int) -> list[float]:
+    """When the loop turned during an RPS match of ``seats``: a callback that schedules itself again each time
+    runs once per turn of the loop."""
+    loop = asyncio.get_running_loop()
+    turns: list[float] = []
+    done = False
+
+    def probe() -> None:
+        turns.append(time.perf_counter())
+        if not done:
+            loop.call_soon(probe)
+
+    running = await hub.start_match(load_game("rps", rounds=rounds), seats)
+    assert running.task is not None
+    loop.call_soon(probe)
+    record = await running.task
+    done = True
+    assert record.termination == Termination.NORMAL and len(record.moves) == 2 * rounds, record
+    return turns
+
+
+async def test_an_in_process_match_of_quick_bots_lets_the_loop_run_every_half_millisecond() -> None:
+    """Its stretches between two turns of the loop last about STRETCH (0.5 ms): not 256 decisions, nor much less.
+
+    ``rock`` against itself thinks next to nothing: the stretches are the referee's own work. 256 decisions
+    of it took 0.8-2.6 ms, and a remote bot's move beside such a match waits for about two stretches. Much
+    shorter than STRETCH would come near the GIL's switch interval, and the server's threads would starve
+    (test_switch_interval.py).
+    """
+    hub = Hub(None, {"rock": hosted_bots()["rock"]})
+    turns = await turns_of_the_loop(hub, ["rock", "rock"], 20_000)
+    stretches = sorted(b - a for a, b in itertools.pairwise(turns))
+    median = stretches[len(stretches) // 2]
+    print(f"{len(turns)} turns of the loop in 20,000 rounds of rock against rock; median stretch {median * 1e3:.2f} ms")
+    assert 0.8 * STRETCH < median < 1.5 * STRETCH, median
 
 
 def test_the_hub_seats_the_searching_bots_on_threads() -> None:

@@ -263,8 +263,10 @@ def add_helper_threads_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-SWITCH_INTERVAL = 0.0005
-"""``arena serve``'s default ``--switch-interval`` (seconds); Python's own is 0.005."""
+SWITCH_INTERVAL = 0.0002
+"""``arena serve``'s default ``--switch-interval`` (seconds); Python's own is 0.005. It must stay shorter than an
+in-process match's stretches on the loop (``referee.loop.STRETCH``, 0.5 ms), or threads waiting for the GIL
+starve (docs/performance.md, twenty-ninth and thirtieth passes)."""
 
 
 def add_switch_interval_argument(parser: argparse.ArgumentParser) -> None:

@@ -34,6 +34,7 @@ import random
 from array import array
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from time import perf_counter
 
 from arena_client.types import (
     MatchInfo,
@@ -56,11 +57,28 @@ from arena_server.referee.records import (
 from arena_server.referee.seat import Seat
 from arena_server.referee.seeds import chance_rng, new_seed, sample_outcome, seed_hash
 
-THOUGHT_SLICE = 0.002
-"""An in-process match lets the rest of the server run after 256 decisions, or sooner once its bots have
-thought this long (seconds) since it last did: a few moves of a bot that thinks for milliseconds each
-would otherwise hold the event loop for a whole match (a 9-move tic-tac-toe match of the lab's minimax:
-up to 0.34 s)."""
+STRETCH = 0.0005
+"""How long (seconds) an in-process match plays before it lets the rest of the server run: its clock is read
+every 16 decisions (:data:`IN_PROCESS_YIELD_MASK`), and its bots' own thinking, added up from their answers,
+counts at every decision (a few moves of a bot that thinks for milliseconds each would otherwise hold the
+event loop for a whole match: a 9-move tic-tac-toe match of the lab's minimax took up to 0.34 s). Bots that
+think longer than a millisecond or so a move think on threads instead (``thinks_off_loop``,
+:mod:`arena_server.seats.in_process`).
+
+A remote bot's move waits for about two stretches of a long hosted match (its Action's read and its Turn's
+write each need a turn of the loop). Every 256 decisions, as before, took the hosted RPS bots 0.8-4.2 ms: a
+remote bot's median move beside such a match was 4.2-4.7 ms; with 1 ms stretches 3.4 ms, with these 1.5 ms.
+A stretch must outlast the GIL's switch interval (``arena serve --switch-interval``, 0.2 ms): a thread waiting
+for the GIL (the database's) waits a whole interval without the loop taking the GIL again, which the loop does
+at every turn, so with stretches shorter than that it starved (seconds for a read,
+``tests/server/test_switch_interval.py``; docs/performance.md, thirtieth pass)."""
+
+IN_PROCESS_YIELD_MASK = 15
+"""An in-process match looks at its clock every 16 decisions (``decisions & mask == 0``)."""
+
+YIELD_MASK = 255
+"""A match with a seat that answers through a callback yields every 256 decisions, without a clock. The loop
+runs between its moves anyway (each waits for an answer); the yield only wakes its task now and then."""
 
 
 async def play_match(
@@ -120,7 +138,8 @@ class _Step(enum.Enum):
     WAITING = enum.auto()
     """Seats were asked; the match goes on from their callbacks."""
     YIELD = enum.auto()
-    """256 more decisions: the task lets the rest of the server run."""
+    """An in-process match has played :data:`STRETCH` (or 256 decisions of a match with a seat answering by
+    callback): the task lets the rest of the server run."""
     ENDED = enum.auto()
     FAILED = enum.auto()
     """A seat failed (``failures``)."""
@@ -135,7 +154,7 @@ class _Referee(Asking):
     compiles the referee (``make native``), takes single inheritance only.
     """
 
-    __slots__ = ("all_sync", "on_end", "rng")
+    __slots__ = ("all_sync", "on_end", "rng", "stretch_began", "yield_mask")
 
     def __init__(
         self,
@@ -184,6 +203,9 @@ class _Referee(Asking):
         self.grace = tc.grace.total_seconds()
         self.synchronous = [s.synchronous for s in seats]
         self.all_sync = all(self.synchronous)
+        self.yield_mask = IN_PROCESS_YIELD_MASK if self.all_sync else YIELD_MASK
+        self.stretch_began = 0.0
+        """When the task last started playing (``perf_counter``), for :data:`STRETCH`."""
         self.public_observation = game.public_observation
         self.callbacks = [] if self.all_sync else [functools.partial(self._answered, i) for i in range(n)]
         """``on_answer`` for the seat at each position of a decision (see :meth:`Seat.ask_then`); a reference
@@ -247,12 +269,14 @@ class _Referee(Asking):
         """
         failure: Exception | None = None
         try:
+            self.stretch_began = perf_counter()
             step = self._advance()
             while True:
                 if step is _Step.WAITING:
                     step = await self._wait_inline()
                 elif step is _Step.YIELD:
                     await asyncio.sleep(0)  # in-process matches must not starve the rest of the server
+                    self.stretch_began = perf_counter()
                     step = self._advance()
                 elif step is _Step.ENDED:
                     await self._finish(Termination.NORMAL, None, "the game ended normally")
@@ -286,6 +310,7 @@ class _Referee(Asking):
         control = self.control
         player = self.player
         decisions = self.decisions
+        yield_mask = self.yield_mask
         try:
             while True:
                 if actions is not None:
@@ -305,7 +330,7 @@ class _Referee(Asking):
                             self._publish((self._public_move(player, action),))
                     actions = None
                     decisions += 1
-                    if decisions & 255 == 0 or self.thought > THOUGHT_SLICE:
+                    if (decisions & yield_mask == 0 and self._stretch_over()) or self.thought > STRETCH:
                         self.thought = 0.0
                         return _Step.YIELD  # (in-process matches must not starve the rest of the server)
                 if control.aborted:
@@ -323,7 +348,7 @@ class _Referee(Asking):
                     if game.chance_is_public:
                         self._publish([PublicMove(CHANCE, action, game.action_to_string(CHANCE, action))])
                     decisions += 1
-                    if decisions & 255 == 0:
+                    if decisions & yield_mask == 0 and self._stretch_over():
                         return _Step.YIELD
                     continue
                 acting = self.all_seats if player == SIMULTANEOUS else (player,)
@@ -343,6 +368,10 @@ class _Referee(Asking):
         finally:
             self.player = player
             self.decisions = decisions
+
+    def _stretch_over(self) -> bool:
+        """Whether to yield at a multiple of the yield mask: in-process after :data:`STRETCH`, otherwise always."""
+        return not self.all_sync or perf_counter() - self.stretch_began > STRETCH
 
     def _decided(self) -> None:
         """A decision's answers are in (called from the last seat's callback): go on from here.
