@@ -154,7 +154,7 @@ class _Referee(Asking):
     compiles the referee (``make native``), takes single inheritance only.
     """
 
-    __slots__ = ("all_sync", "on_end", "rng", "stretch_began", "yield_mask")
+    __slots__ = ("all_sync", "on_end", "rng", "stretch_began")
 
     def __init__(
         self,
@@ -203,7 +203,6 @@ class _Referee(Asking):
         self.grace = tc.grace.total_seconds()
         self.synchronous = [s.synchronous for s in seats]
         self.all_sync = all(self.synchronous)
-        self.yield_mask = IN_PROCESS_YIELD_MASK if self.all_sync else YIELD_MASK
         self.stretch_began = 0.0
         """When the task last started playing (``perf_counter``), for :data:`STRETCH`."""
         self.public_observation = game.public_observation
@@ -310,7 +309,7 @@ class _Referee(Asking):
         control = self.control
         player = self.player
         decisions = self.decisions
-        yield_mask = self.yield_mask
+        yield_mask = IN_PROCESS_YIELD_MASK if self.all_sync else YIELD_MASK
         try:
             while True:
                 if actions is not None:
