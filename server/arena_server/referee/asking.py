@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 from arena_client.types import (
     Termination,
@@ -33,7 +33,11 @@ from arena_games import State, describe_actions
 from arena_server.referee.answer import Answer, elapsed_us
 from arena_server.referee.publishing import Publishing
 
-SHORT_LEGAL = 32
+_TURN: Final = Turn
+_UPDATE: Final = Update
+"""The Turn and Update classes as C statics when compiled (a module global is a dict lookup on every read)."""
+
+SHORT_LEGAL: Final = 32
 """Longest legal-action list an answer is looked up in rather than asking the engine's ``is_legal``.
 
 From compiled code, a call into the RPS engine's ``is_legal`` costs about 1,700
@@ -62,7 +66,7 @@ class Asking(Publishing):
         for seat_index in acting:
             self.turn_id += 1
             legal = state.legal_actions(seat_index)
-            turn = Turn(
+            turn = _TURN(
                 match_id,
                 self.turn_id,
                 seat_index,
@@ -74,7 +78,7 @@ class Asking(Publishing):
             pending = self.pending[seat_index]
             update = None
             if pending:
-                update = Update(match_id, tuple(pending), turn.observation)
+                update = _UPDATE(match_id, tuple(pending), turn.observation)
                 pending.clear()
             ans = seats[seat_index].act_now(turn, (), update)
             self.thought += ans.elapsed
@@ -191,7 +195,7 @@ class Asking(Publishing):
         seat = self.seats[seat_index]
         observation = shared_obs if shared_obs is not None else self.state.observation(seat_index)
         legal = self.legal[i] = self.state.legal_actions(seat_index)
-        turn = Turn(
+        turn = _TURN(
             self.record.match_id,
             turn_id,
             seat_index,
@@ -203,7 +207,7 @@ class Asking(Publishing):
         moves = self.pending[seat_index]
         if self.synchronous[seat_index]:  # answers at once (an in-process bot)
             self.answers[i] = seat.act_now(
-                turn, moves, Update(self.record.match_id, tuple(moves), observation) if moves else None
+                turn, moves, _UPDATE(self.record.match_id, tuple(moves), observation) if moves else None
             )
         else:
             timeout = self.per_move + max(self.overage[seat_index], 0.0) + self.grace

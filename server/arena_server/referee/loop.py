@@ -34,7 +34,7 @@ import random
 from array import array
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from time import perf_counter
+from typing import Final
 
 from arena_client.types import (
     MatchInfo,
@@ -46,6 +46,7 @@ from arena_client.types import (
 from arena_games import CHANCE, SIMULTANEOUS, TERMINAL, Game
 from arena_server.referee.answer import Answer
 from arena_server.referee.asking import Asking
+from arena_server.referee.clock import perf_counter
 from arena_server.referee.records import (
     COMMIT_FAILED,
     CommitHook,
@@ -57,7 +58,7 @@ from arena_server.referee.records import (
 from arena_server.referee.seat import Seat
 from arena_server.referee.seeds import chance_rng, new_seed, sample_outcome, seed_hash
 
-STRETCH = 0.0005
+STRETCH: Final = 0.0005
 """How long (seconds) an in-process match plays before it lets the rest of the server run: its clock is read
 every 16 decisions (:data:`IN_PROCESS_YIELD_MASK`), and its bots' own thinking, added up from their answers,
 counts at every decision (a few moves of a bot that thinks for milliseconds each would otherwise hold the
@@ -73,10 +74,10 @@ for the GIL (the database's) waits a whole interval without the loop taking the 
 at every turn, so with stretches shorter than that it starved (seconds for a read,
 ``tests/server/test_switch_interval.py``; docs/performance.md, thirtieth pass)."""
 
-IN_PROCESS_YIELD_MASK = 15
+IN_PROCESS_YIELD_MASK: Final = 15
 """An in-process match looks at its clock every 16 decisions (``decisions & mask == 0``)."""
 
-YIELD_MASK = 255
+YIELD_MASK: Final = 255
 """A match with a seat that answers through a callback yields every 256 decisions, without a clock. The loop
 runs between its moves anyway (each waits for an answer); the yield only wakes its task now and then."""
 
@@ -144,6 +145,11 @@ class _Step(enum.Enum):
     FAILED = enum.auto()
     """A seat failed (``failures``)."""
     ABORTED = enum.auto()
+
+
+_WAITING: Final = _Step.WAITING
+"""What a remote match's every move returns and checks, as a C static when compiled (``_Step.WAITING`` is a
+lookup of the module's dict and then of the class's)."""
 
 
 class _Referee(Asking):
@@ -271,7 +277,7 @@ class _Referee(Asking):
             self.stretch_began = perf_counter()
             step = self._advance()
             while True:
-                if step is _Step.WAITING:
+                if step is _WAITING:
                     step = await self._wait_inline()
                 elif step is _Step.YIELD:
                     await asyncio.sleep(0)  # in-process matches must not starve the rest of the server
@@ -359,7 +365,7 @@ class _Referee(Asking):
                     self._begin(acting)
                     if self.outstanding:
                         if not self.cut_short:
-                            return _Step.WAITING
+                            return _WAITING
                         self._cancel_outstanding()
                     actions = self._judge()
                 if actions is None:
@@ -390,7 +396,7 @@ class _Referee(Asking):
         except Exception as exc:
             wake.set_exception(exc)
             return
-        if step is not _Step.WAITING:
+        if step is not _WAITING:
             wake.set_result(step)
 
     async def _wait_inline(self) -> _Step:

@@ -54,7 +54,7 @@ from arena_server.seats.turn_wire import server_message_turn
 _Future: Final = asyncio.Future
 """asyncio's Future class as a C static (as the clocks of :mod:`arena_server.referee.clock`)."""
 
-MAX_MESSAGE_BYTES = 64 * 1024
+MAX_MESSAGE_BYTES: Final = 64 * 1024
 """Largest bot message the server accepts (a bot never needs more than a few bytes)."""
 
 MAX_OUTBOX = 1024
@@ -63,7 +63,7 @@ MAX_OUTBOX = 1024
 WRITE_TIMEOUT = 10.0
 """Seconds one message may take to be written (gRPC flow control waits for the bot to read)."""
 
-_FINISHED = object()
+_FINISHED: Final = object()
 """What ``next(write, _FINISHED)`` gives for a write that has completed (see ``RemoteSession._in_flight``)."""
 
 FLUSH_TIMEOUT = 2.0
