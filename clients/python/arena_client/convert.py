@@ -299,44 +299,34 @@ def turn_to_proto(turn: Turn, moves: typing.Iterable[PublicMove], out: bs.Turn |
 def turn_from_proto(msg: bs.Turn, seat: int) -> Turn:
     """The :class:`Turn` in ``msg``: a :class:`WireTurn` (observation and time budgets decoded when first read)."""
     turn = _new_wire_turn(WireTurn)
-    _set_match_id(turn, msg.match_id)
-    _set_turn_id(turn, msg.turn_id)
-    _set_seat(turn, seat)
-    _set_legal_actions(turn, tuple(msg.legal_actions[:]))
-    _set_observation(turn, _UNREAD)
-    _set_time_budget(turn, _UNREAD)
-    _set_overage_left(turn, _UNREAD)
-    _set_msg(turn, msg)
+    turn.match_id = msg.match_id
+    turn.turn_id = msg.turn_id
+    turn.seat = seat
+    turn.legal_actions = tuple(msg.legal_actions[:])
+    turn._observation = UNREAD
+    turn._time_budget = UNREAD
+    turn._overage_left = UNREAD
+    turn._msg = msg
     return turn
 
 
-_UNREAD: Any = object()
+UNREAD: Any = object()
 """Stands in a :class:`WireTurn`'s slot for a field not decoded yet."""
 _TURN_FIELDS = tuple(f.name for f in dataclasses.fields(Turn))
-_OBSERVATION = Turn.__dict__["observation"]  # (the slots' member descriptors)
-_TIME_BUDGET = Turn.__dict__["time_budget"]
-_OVERAGE_LEFT = Turn.__dict__["overage_left"]
-_get_observation = _OBSERVATION.__get__
-_set_match_id = Turn.__dict__["match_id"].__set__
-_set_turn_id = Turn.__dict__["turn_id"].__set__
-_set_seat = Turn.__dict__["seat"].__set__
-_set_legal_actions = Turn.__dict__["legal_actions"].__set__
-_set_observation = _OBSERVATION.__set__
-_set_time_budget = _TIME_BUDGET.__set__
-_set_overage_left = _OVERAGE_LEFT.__set__
 
 
-def _decoded_duration(slot: Any, field: str) -> property:
+def _decoded_duration(slot: str, field: str) -> property:
     """A :class:`WireTurn` property: the duration ``field`` of its message, decoded on first read into ``slot``."""
-    get = slot.__get__
-    put = slot.__set__
 
     def read(turn: WireTurn) -> timedelta:
-        value = get(turn)
-        if value is _UNREAD:
-            value = to_timedelta(getattr(turn._msg, field))
-            put(turn, value)
+        value = getattr(turn, slot)
+        if value is UNREAD:
+            value = to_timedelta(getattr(_message(turn), field))
+            setattr(turn, slot, value)
         return value  # type: ignore[no-any-return]
+
+    def put(turn: WireTurn, value: timedelta) -> None:
+        setattr(turn, slot, value)
 
     return property(read, put)
 
@@ -345,32 +335,42 @@ class WireTurn(Turn):
     """A :class:`Turn` read from an ``arena.v1.Turn``, whose observation and time budgets are decoded on first read.
 
     The match and turn ids, the seat and the legal actions are decoded at
-    once. The observation (a game's dataclass: for RPS some 1.2 us to build
-    from the message) and the two durations are decoded the first time the
-    bot reads them, and kept: a bot that plays from its updates, or never
+    once (by the SDK from the Turn's bytes, :func:`arena_client.wire.read_turn`).
+    The observation (a game's dataclass: for RPS some 1.2 us to build from the
+    message) and the two durations are decoded the first time the bot reads
+    them, and kept: a bot that plays from its updates, or never
     looks at the clock, does not pay for them on every move. In every other
     way it is a Turn: it compares equal to a Turn with the same fields, its
     repr reads ``Turn(...)``, and ``dataclasses.replace`` and ``copy`` work.
+
+    The three lazy fields live in slots of their own (``_observation``...), which
+    start as :data:`UNREAD`; Turn's own slots of those names stay empty, behind
+    the properties. So a new WireTurn is filled by plain attribute writes (from
+    compiled code, about 130 instructions each; a slot descriptor's ``__set__``
+    called as a function costs some 470).
     """
 
-    __slots__ = ("_msg",)
-    _msg: bs.Turn
-    """The message the fields not read yet are decoded from (built by :func:`turn_from_proto`)."""
+    __slots__ = ("_msg", "_observation", "_overage_left", "_time_budget")
+    _msg: bs.Turn | bytes
+    """The message the fields not read yet are decoded from (:func:`turn_from_proto`), or the bytes of the
+    ServerMessage holding it (:func:`arena_client.wire.read_turn`), parsed when a field is first read."""
+    _observation: Any
+    _time_budget: Any
+    _overage_left: Any
 
     @property  # type: ignore[override]
     def observation(self) -> Any:
-        value = _get_observation(self)
-        if value is _UNREAD:
-            value = observation_from_proto(self._msg.observation)
-            _set_observation(self, value)
+        value = self._observation
+        if value is UNREAD:
+            value = self._observation = observation_from_proto(_message(self).observation)
         return value
 
     @observation.setter
     def observation(self, value: Any) -> None:
-        _set_observation(self, value)
+        self._observation = value
 
-    time_budget = _decoded_duration(_TIME_BUDGET, "time_budget")  # type: ignore[assignment]
-    overage_left = _decoded_duration(_OVERAGE_LEFT, "overage_left")  # type: ignore[assignment]
+    time_budget = _decoded_duration("_time_budget", "time_budget")  # type: ignore[assignment]
+    overage_left = _decoded_duration("_overage_left", "overage_left")  # type: ignore[assignment]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Turn):
@@ -384,7 +384,14 @@ class WireTurn(Turn):
 
 
 _new_wire_turn = object.__new__
-_set_msg = WireTurn.__dict__["_msg"].__set__
+
+
+def _message(turn: WireTurn) -> bs.Turn:
+    """The Turn message ``turn``'s fields not read yet come from (parsed now, and kept, if it was bytes)."""
+    msg = turn._msg
+    if type(msg) is bytes:
+        msg = turn._msg = bs.ServerMessage.FromString(msg).turn
+    return msg  # type: ignore[return-value]
 
 
 def update_to_proto(update: Update) -> bs.Update:

@@ -52,13 +52,23 @@ from arena_client.convert import (
     update_from_proto,
 )
 from arena_client.types import MatchResult, Termination, TimeControl, Turn, Update
-from arena_client.wire import action_message, serialize
+from arena_client.wire import action_message, read_turn, serialize
 from arena_games import ParamValue
 
 log = logging.getLogger("arena_client")
 
 _EOF: Final = grpc.aio.EOF
 """The end of a stream, as a C static: from compiled code ``grpc.aio.EOF`` is two attribute lookups a read."""
+_PARSE: Final = bs.ServerMessage.FromString
+
+
+def server_message(raw: bytes) -> bytes | bs.ServerMessage:
+    """The stream's response deserializer: a Turn's bytes as they are (:func:`read_turn` reads them in
+    ``Client._answer``, which knows the bot's seat), any other message parsed by protobuf."""
+    if raw and raw[0] == 0x1A:  # ServerMessage field 3 (turn)
+        return raw
+    return _PARSE(raw)  # type: ignore[no-any-return]
+
 
 Threaded = bool | Literal["auto"]
 """Where ``act`` runs: ``True`` its worker thread, ``False`` inline on the event loop, ``"auto"`` (the default)
@@ -429,9 +439,10 @@ class Client:
         connect_timeout: float,
     ) -> None:
         async with grpc.aio.insecure_channel(self.target) as channel:
-            # The generated stub's Play, except that an Action may be sent as its bytes (wire.action_message).
+            # The generated stub's Play, except that an Action may be sent as its bytes (wire.action_message)
+            # and a Turn is received as its bytes (server_message).
             call = channel.stream_stream(
-                PLAY_METHOD, request_serializer=serialize, response_deserializer=bs.ServerMessage.FromString
+                PLAY_METHOD, request_serializer=serialize, response_deserializer=server_message
             )()
             try:
                 try:
@@ -515,6 +526,7 @@ class Client:
         bot: Any = self.bot
         seat = 0
         wants_updates = bot.wants_updates()
+        with_moves = bool(wants_updates)  # (a bot may answer with any truthy value)
         worker = self._worker
         quick = 0  # threaded="auto": act calls in a row that came back within the spin window
         auto = self._auto  # (kept in step with self._auto, which outlives this session)
@@ -528,12 +540,20 @@ class Client:
                 raise _Retry("the server closed the stream")
             if writer.error is not None:
                 raise writer.error  # a write failed: the stream is broken (handled as a failed read would be)
-            kind = msg.WhichOneof("kind")
+            turn: Turn | None = None
+            kind = "turn"
+            if type(msg) is bytes:  # a Turn (see server_message)
+                turn = read_turn(msg, seat, with_moves)
+                if turn is None:  # not laid out as Arena writes it, or moves for a bot that wants them
+                    msg = _PARSE(msg)
+            if turn is None:
+                kind = msg.WhichOneof("kind")
             if kind == "turn":
-                proto_turn = msg.turn
-                turn = turn_from_proto(proto_turn, seat)
-                if wants_updates and proto_turn.moves:
-                    bot.on_update(Update(turn.match_id, moves_from_proto(proto_turn.moves), turn.observation))
+                if turn is None:
+                    proto_turn = msg.turn
+                    turn = turn_from_proto(proto_turn, seat)
+                    if wants_updates and proto_turn.moves:
+                        bot.on_update(Update(turn.match_id, moves_from_proto(proto_turn.moves), turn.observation))
                 try:
                     if worker is None:
                         if auto:
@@ -783,7 +803,7 @@ class _Inbox:
                 msg = reading.result()
                 if msg is _EOF:
                     raise _Retry("the server closed the stream")
-                if msg.WhichOneof("kind") == "ping":
+                if type(msg) is not bytes and msg.WhichOneof("kind") == "ping":  # (bytes: a Turn)
                     self._writer.send(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
                 else:
                     self.backlog.append(msg)
@@ -798,7 +818,10 @@ class _Inbox:
 
     def ended(self, match_id: str) -> bool:
         """Whether a MatchEnded for ``match_id`` is among the kept messages."""
-        return any(m.WhichOneof("kind") == "match_ended" and m.match_ended.match_id == match_id for m in self.backlog)
+        return any(
+            type(m) is not bytes and m.WhichOneof("kind") == "match_ended" and m.match_ended.match_id == match_id
+            for m in self.backlog
+        )
 
     def close(self) -> None:
         if self._reading is not None:

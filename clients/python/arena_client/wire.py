@@ -1,4 +1,4 @@
-"""Protobuf wire bytes for the two messages of every move, written without building a message.
+"""Protobuf wire bytes for the two messages of every move, written and read without building a message.
 
 A remote move is one Turn out and one Action back. Building and serializing
 a protobuf message field by field costs more than the rest of a move's work
@@ -7,17 +7,24 @@ and the SDK writes each Action (:func:`action_message`) as bytes directly.
 The bytes are exactly protobuf's (fields in field-number order, zero
 scalars left out); ``tests/client/test_wire.py`` and
 ``tests/server/test_turn_wire.py`` compare them with ``SerializeToString``.
+
+The SDK reads each Turn's ids and legal actions from its bytes too
+(:func:`read_turn`); the rest of the Turn is parsed by protobuf only when the
+bot reads it (:class:`arena_client.convert.WireTurn`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-SMALL = [bytes((n,)) for n in range(0x80)]
+from arena_client.convert import UNREAD, WireTurn
+from arena_client.types import Turn
+
+SMALL: Final = [bytes((n,)) for n in range(0x80)]
 """The one-byte varints, by value."""
 
-VARINTS_BELOW = 0x1000
-VARINTS = SMALL + [bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(0x80, VARINTS_BELOW)]
+VARINTS_BELOW: Final = 0x1000
+VARINTS: Final = SMALL + [bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(0x80, VARINTS_BELOW)]
 """Every varint below :data:`VARINTS_BELOW`, by value (about 200 KB).
 
 A match's turn ids and an RPS match's round and wins pass 127 early; from
@@ -25,8 +32,8 @@ compiled code, indexing this list costs some 20 instructions where building
 the two bytes (``bytes((lo, hi))``) costs some 650.
 """
 
-_CACHE_LIMIT = 4096
-_ACTION_PREFIX: dict[str, bytes] = {}
+_CACHE_LIMIT: Final = 4096
+_ACTION_PREFIX: Final[dict[str, bytes]] = {}
 
 
 def varint(n: int) -> bytes:
@@ -72,3 +79,123 @@ def action_message(match_id: str, turn_id: int, action: int) -> bytes:
 def serialize(message: Any) -> bytes:
     """A message's bytes; bytes (from :func:`action_message`) as they are. The stream's request serializer."""
     return message if type(message) is bytes else message.SerializeToString()
+
+
+def read_varint(raw: bytes, i: int, end: int) -> tuple[int, int]:
+    """The varint at ``raw[i]`` of at most five bytes, and the index after it; (-1, i) if there is none."""
+    value = 0
+    shift = 0
+    while i < end and shift < 35:
+        b = raw[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+    return -1, i
+
+
+_WIRE_TURN: Final = WireTurn
+_NEW: Final = object.__new__
+_UNREAD: Final = UNREAD
+
+_LEGAL: Final[dict[bytes, tuple[int, ...]]] = {}
+"""Legal-action tuples by their packed bytes (a game has few distinct lists; RPS one)."""
+
+
+def _packed_actions(raw: bytes, i: int, end: int) -> tuple[int, ...] | None:
+    """The packed int32s of ``raw[i:end]``, each from 0 to 2**31 - 1; None if they are not."""
+    out: list[int] = []
+    while i < end:
+        value, i = read_varint(raw, i, end)
+        if not 0 <= value < 0x80000000:
+            return None
+        out.append(value)
+    return tuple(out)
+
+
+def _skip(raw: bytes, i: int, end: int) -> int:
+    """The index after the length-delimited field whose length starts at ``raw[i]``; -1 if it overruns."""
+    n, i = read_varint(raw, i, end)
+    if n < 0 or i + n > end:
+        return -1
+    return i + n
+
+
+def read_turn(raw: bytes, seat: int, with_moves: bool) -> Turn | None:
+    """The Turn of ``raw``, a serialized ``ServerMessage`` holding one, as a :class:`WireTurn`; None for protobuf.
+
+    Reads the match and turn ids and the legal actions; the observation and
+    the time budgets are parsed from the Turn's bytes when the bot first
+    reads them. Accepts the message as protobuf writes it (fields in number
+    order, each at most once but the public moves, zero fields left out). Any
+    other layout, a negative or oversized number, a match id that is not
+    UTF-8 or a truncated field returns None, and the caller parses ``raw``
+    with protobuf, as it does when the Turn carries public moves and
+    ``with_moves`` (a bot that wants its updates: protobuf reads them).
+    """
+    end = len(raw)
+    if end < 2 or raw[0] != 0x1A:  # field 3 (turn), length-delimited
+        return None
+    size, i = read_varint(raw, 1, end)
+    if size < 0 or i + size != end:  # one field, the whole message
+        return None
+    match_id = ""
+    turn_id = 0
+    legal: tuple[int, ...] | None = ()
+    if i < end and raw[i] == 0x0A:  # match_id
+        n, i = read_varint(raw, i + 1, end)
+        if n < 0 or i + n > end:
+            return None
+        try:
+            match_id = raw[i : i + n].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        i += n
+    if i < end and raw[i] == 0x10:  # turn_id (uint32)
+        turn_id, i = read_varint(raw, i + 1, end)
+        if not 0 <= turn_id < 0x100000000:
+            return None
+    if i < end and raw[i] == 0x1A:  # observation: parsed when read
+        i = _skip(raw, i + 1, end)
+        if i < 0:
+            return None
+    if i < end and raw[i] == 0x22:  # legal actions, packed
+        n, i = read_varint(raw, i + 1, end)
+        if n < 0 or i + n > end:
+            return None
+        key = raw[i : i + n]
+        legal = _LEGAL.get(key)
+        if legal is None:
+            legal = _packed_actions(raw, i, i + n)
+            if legal is None:
+                return None
+            if len(_LEGAL) < _CACHE_LIMIT:
+                _LEGAL[key] = legal
+        i += n
+    if i < end and raw[i] == 0x2A:  # time budget: parsed when read
+        i = _skip(raw, i + 1, end)
+        if i < 0:
+            return None
+    if i < end and raw[i] == 0x32:  # overage left: parsed when read
+        i = _skip(raw, i + 1, end)
+        if i < 0:
+            return None
+    if i < end and with_moves:
+        return None
+    while i < end and raw[i] == 0x3A:  # public moves, for a bot that does not want them
+        i = _skip(raw, i + 1, end)
+        if i < 0:
+            return None
+    if i != end:
+        return None
+    turn: WireTurn = _NEW(_WIRE_TURN)
+    turn.match_id = match_id
+    turn.turn_id = turn_id
+    turn.seat = seat
+    turn.legal_actions = legal
+    turn._observation = _UNREAD
+    turn._time_budget = _UNREAD
+    turn._overage_left = _UNREAD
+    turn._msg = raw  # (the whole ServerMessage: no copy of the Turn a move)
+    return turn

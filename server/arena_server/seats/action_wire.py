@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
+from arena_client.wire import read_varint as _varint
 
 
 class WireAction:
@@ -47,20 +48,6 @@ def bot_message(action: WireAction) -> bs.BotMessage:
 def wire_action(action: Any) -> WireAction:
     """A :class:`WireAction` of a parsed ``arena.v1.Action`` (a message :func:`read_action` left to protobuf)."""
     return WireAction(action.match_id, action.turn_id, action.action)
-
-
-def _varint(raw: bytes, i: int, end: int) -> tuple[int, int]:
-    """The varint at ``raw[i]`` of at most five bytes, and the index after it; (-1, i) if there is none."""
-    value = 0
-    shift = 0
-    while i < end and shift < 35:
-        b = raw[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i
-        shift += 7
-    return -1, i
 
 
 def read_action(raw: bytes) -> WireAction | None:

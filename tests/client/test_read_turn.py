@@ -1,0 +1,197 @@
+"""The SDK reads each Turn's ids and legal actions from its bytes (``arena_client.wire.read_turn``).
+
+Whatever it accepts must read as protobuf reads it: the ids and the legal
+actions at once, the observation and the time budgets when the bot reads them.
+Anything it does not accept is left to protobuf (the SDK then parses the
+message as before), and so is a Turn that carries public moves for a bot that
+wants its updates. Checked on hypothesis-chosen Turns, on edited and random
+bytes, and on the Turns the server itself writes for every game.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arena.v1 import bot_session_pb2 as bs
+from arena_client import PublicMove, Turn
+from arena_client.convert import WireTurn, turn_from_proto
+from arena_client.remote import server_message
+from arena_client.wire import read_turn
+from arena_games import load_game
+from arena_server.seats.turn_wire import server_message_turn
+
+UINT32 = st.integers(0, (1 << 32) - 1)
+INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
+
+
+def now(turn: Turn) -> tuple[object, ...]:
+    """What read_turn decodes at once."""
+    return turn.match_id, turn.turn_id, turn.seat, tuple(turn.legal_actions)
+
+
+def later(turn: Turn) -> tuple[object, ...]:
+    """What is decoded when the bot reads it."""
+    return turn.observation, turn.time_budget, turn.overage_left
+
+
+def protobuf_turn(raw: bytes, seat: int) -> Turn | None:
+    """The Turn protobuf reads from ``raw`` (as the SDK did for every Turn); None if it is not one."""
+    try:
+        message = bs.ServerMessage.FromString(raw)
+    except Exception:
+        return None
+    return turn_from_proto(message.turn, seat) if message.WhichOneof("kind") == "turn" else None
+
+
+turns = st.builds(
+    lambda match_id, turn_id, legal, rps, budget, overage, moves: bs.ServerMessage(
+        turn=bs.Turn(
+            match_id=match_id,
+            turn_id=turn_id,
+            legal_actions=legal,
+            observation={"rps": {"signs": 3, "rounds": rps[0], "round": rps[1], "wins": rps[2]}} if rps else None,
+            time_budget={"seconds": budget[0], "nanos": budget[1]},
+            overage_left={"seconds": overage[0], "nanos": overage[1]},
+            moves=[{"seat": s, "action": a, "label": label} for s, a, label in moves],
+        )
+    ).SerializeToString(),
+    st.text(max_size=60),
+    UINT32,
+    st.lists(INT32, max_size=12),
+    st.none() | st.tuples(st.integers(0, 5000), st.integers(0, 5000), st.lists(st.integers(0, 5000), max_size=2)),
+    st.tuples(st.integers(0, 100), st.integers(0, 999_999_999)),
+    st.tuples(st.integers(0, 100), st.integers(0, 999_999_999)),
+    st.lists(st.tuples(st.integers(-1, 3), st.integers(0, 9), st.text(max_size=8)), max_size=3),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(raw=turns, seat=st.integers(0, 3))
+def test_every_turn_protobuf_writes_is_read_the_same_or_left_to_protobuf(raw: bytes, seat: int) -> None:
+    expected = protobuf_turn(raw, seat)
+    assert expected is not None
+    read = read_turn(raw, seat, False)
+    if any(a < 0 for a in expected.legal_actions):
+        assert read is None  # ten-byte varints: protobuf reads them
+        return
+    assert isinstance(read, WireTurn)
+    assert now(read) == now(expected)
+    assert later(read) == later(expected)
+    assert read == expected
+    has_moves = bool(bs.ServerMessage.FromString(raw).turn.moves)
+    assert (read_turn(raw, seat, True) is None) == has_moves  # a bot that wants its updates: protobuf reads them
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    base=turns,
+    edits=st.lists(st.tuples(st.integers(0, 100), st.integers(0, 255), st.sampled_from(["set", "insert", "cut"]))),
+    tail=st.binary(max_size=8),
+)
+def test_edited_bytes_read_by_hand_are_what_protobuf_reads(
+    base: bytes, edits: list[tuple[int, int, str]], tail: bytes
+) -> None:
+    raw = bytearray(base)
+    for at, byte, how in edits:
+        at = min(at, len(raw))
+        if how == "set" and at < len(raw):
+            raw[at] = byte
+        elif how == "insert":
+            raw.insert(at, byte)
+        elif at < len(raw):
+            del raw[at]
+    data = bytes(raw + tail)
+    read = read_turn(data, 1, False)
+    if read is None:
+        return
+    expected = protobuf_turn(data, 1)
+    if expected is None:
+        # The fields read by hand were well formed, but protobuf refuses the message (a broken observation,
+        # say): the bot hears of it when it reads the rest, never a value protobuf would not give.
+        with pytest.raises(Exception):  # noqa: B017  (protobuf's DecodeError, or what its parse raises)
+            later(read)
+        return
+    assert now(read) == now(expected), data.hex()
+    assert later(read) == later(expected), data.hex()
+
+
+@given(st.binary(max_size=60))
+def test_random_bytes_read_by_hand_are_what_protobuf_reads(data: bytes) -> None:
+    read = read_turn(b"\x1a" + data, 0, False)
+    if read is not None:
+        expected = protobuf_turn(b"\x1a" + data, 0)
+        assert expected is not None and now(read) == now(expected), data.hex()
+
+
+def test_what_protobuf_writes_otherwise_is_left_to_protobuf() -> None:
+    turn = bs.Turn(match_id="m", turn_id=5, legal_actions=[0, 1, 2])
+    canonical = bs.ServerMessage(turn=turn).SerializeToString()
+    assert read_turn(canonical, 0, False) is not None
+    body = turn.SerializeToString()
+    cases = {
+        "another kind": bs.ServerMessage(ping=bs.Ping(nonce=3)).SerializeToString(),
+        "an unknown field in the Turn": b"\x1a" + bytes([len(body) + 2]) + body + b"\x40\x01",
+        "fields out of order": b"\x1a\x08" + b"\x10\x05" + b"\x0a\x01m" + b"\x22\x01\x00",
+        "a field twice": b"\x1a\x06" + b"\x0a\x01m" + b"\x0a\x01n",
+        "legal actions not packed": b"\x1a\x05" + b"\x0a\x01m" + b"\x20\x01",
+        "two Turns (protobuf merges them)": canonical + canonical,
+        "a match id that is not UTF-8": b"\x1a\x04\x0a\x02\xc3\x28",
+        "a truncated message": canonical[:-1],
+        "an empty message": b"",
+    }
+    for what, raw in cases.items():
+        assert read_turn(raw, 0, False) is None, what
+
+
+@pytest.mark.parametrize(
+    ("game", "params"),
+    [("rps", {"rounds": 1000}), ("rps", {"signs": 5}), ("tic_tac_toe", {}), ("dots_and_boxes", {}), ("liars_dice", {})],
+)
+def test_every_turn_the_server_writes_is_read_by_hand(game: str, params: dict[str, int]) -> None:
+    """The server's own Turns (``turn_wire``), a few moves into a match of each game, with and without moves."""
+    engine = load_game(game, **params)
+    state = engine.new_initial_state()
+    seen = 0
+    while not state.is_terminal() and seen < 40:
+        player = state.current_player()
+        if player == -1:  # chance
+            state.apply_action(state.chance_outcomes()[0][0])
+            continue
+        seats = range(engine.num_players) if player == -2 else (player,)
+        for seat in seats:
+            legal = tuple(state.legal_actions(seat))
+            sent = Turn("m-" + game, 300 + seen, seat, state.observation(seat), legal, timedelta(0.5), timedelta(9))
+            moves = (PublicMove(seat, legal[0], "x"),) if seen % 2 else ()
+            raw = server_message_turn(sent, moves)
+            read = read_turn(raw, seat, False)
+            assert read is not None and read == sent
+            assert (read_turn(raw, seat, True) is None) == bool(moves)
+            seen += 1
+        if player == -2:
+            state.apply_actions([state.legal_actions(s)[-1] for s in seats])
+        else:
+            state.apply_action(state.legal_actions(player)[-1])
+    assert seen >= 5
+
+
+def test_the_sdk_deserializer_keeps_a_turn_as_its_bytes_and_parses_the_rest() -> None:
+    raw = bs.ServerMessage(turn=bs.Turn(match_id="m", turn_id=1, legal_actions=[0])).SerializeToString()
+    assert server_message(raw) is raw
+    ping = bs.ServerMessage(ping=bs.Ping(nonce=7))
+    assert server_message(ping.SerializeToString()) == ping
+    assert server_message(b"") == bs.ServerMessage()
+
+
+def test_a_turn_read_by_hand_keeps_the_message_and_parses_it_once() -> None:
+    raw = bs.ServerMessage(
+        turn=bs.Turn(match_id="m", turn_id=2, legal_actions=[1, 2], observation={"rps": {"signs": 3, "round": 4}})
+    ).SerializeToString()
+    read = read_turn(raw, 0, False)
+    assert read is not None
+    first = read.observation
+    assert first.round == 4 and read.observation is first
+    assert read.time_budget == timedelta(0)
