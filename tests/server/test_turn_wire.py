@@ -159,3 +159,22 @@ def test_public_moves_bytes_are_found_by_the_move_object_and_the_cache_stays_bou
     # Equal moves in new objects give the same bytes as the objects cached.
     again = [PublicMove(0, 1, "rock"), PublicMove(1, 7, "move 7")]
     assert server_message_turn(turn, again) == protobuf_bytes(turn, again)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    signs=st.integers(0, 20),
+    rounds=st.integers(0, 5000),
+    round_=st.integers(0, 5000),
+    wins=st.lists(st.integers(0, 5000), min_size=2, max_size=2),
+    last=st.lists(st.integers(0, 20), max_size=2),
+    public=moves,
+)
+def test_rps_turns_as_matches_play_them(
+    signs: int, rounds: int, round_: int, wins: list[int], last: list[int], public: list[PublicMove]
+) -> None:
+    """Values as real matches have them, where the encoder takes its tables (a previous round's signs below 16,
+    wins and rounds below 4096) and where it leaves them, and the first round's empty ``last_round``."""
+    observation = RpsObservation(signs, rounds, round_, tuple(wins), tuple(last))
+    turn = Turn("m-1", 7, 1, observation, (0, 1, 2), timedelta(seconds=1), timedelta(seconds=3))
+    assert server_message_turn(turn, public) == protobuf_bytes(turn, public)
