@@ -23,6 +23,7 @@ from arena_client.remote import server_message
 from arena_client.wire import read_turn
 from arena_games import load_game
 from arena_server.seats.turn_wire import server_message_turn
+from tests.server.test_action_wire import EDITS, edited
 
 UINT32 = st.integers(0, (1 << 32) - 1)
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
@@ -89,22 +90,13 @@ def test_every_turn_protobuf_writes_is_read_the_same_or_left_to_protobuf(raw: by
 @settings(max_examples=1500, deadline=None)
 @given(
     base=turns,
-    edits=st.lists(st.tuples(st.integers(0, 100), st.integers(0, 255), st.sampled_from(["set", "insert", "cut"]))),
+    edits=EDITS,
     tail=st.binary(max_size=8),
 )
 def test_edited_bytes_read_by_hand_are_what_protobuf_reads(
     base: bytes, edits: list[tuple[int, int, str]], tail: bytes
 ) -> None:
-    raw = bytearray(base)
-    for at, byte, how in edits:
-        at = min(at, len(raw))
-        if how == "set" and at < len(raw):
-            raw[at] = byte
-        elif how == "insert":
-            raw.insert(at, byte)
-        elif at < len(raw):
-            del raw[at]
-    data = bytes(raw + tail)
+    data = edited(base, edits, tail)
     read = read_turn(data, 1, False)
     if read is None:
         return

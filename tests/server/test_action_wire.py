@@ -18,6 +18,24 @@ UINT32 = st.integers(0, (1 << 32) - 1)
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
 
 
+EDITS = st.lists(st.tuples(st.integers(0, 100), st.integers(0, 255), st.sampled_from(["set", "insert", "cut"])))
+"""Edits of a message's bytes: (where, byte, set it there / insert it there / cut the byte there)."""
+
+
+def edited(base: bytes, edits: list[tuple[int, int, str]], tail: bytes) -> bytes:
+    """``base`` with ``edits`` made in order, then ``tail`` appended."""
+    raw = bytearray(base)
+    for at, byte, how in edits:
+        at = min(at, len(raw))
+        if how == "set" and at < len(raw):
+            raw[at] = byte
+        elif how == "insert":
+            raw.insert(at, byte)
+        elif at < len(raw):
+            del raw[at]
+    return bytes(raw + tail)
+
+
 def fields(action: WireAction | bs.Action) -> tuple[str, int, int]:
     return action.match_id, action.turn_id, action.action
 
@@ -56,22 +74,13 @@ def test_every_action_protobuf_writes_is_read_the_same_or_left_to_protobuf(
         UINT32,
         st.integers(0, (1 << 31) - 1),
     ),
-    edits=st.lists(st.tuples(st.integers(0, 64), st.integers(0, 255), st.sampled_from(["set", "insert", "cut"]))),
+    edits=EDITS,
     tail=st.binary(max_size=8),
 )
 def test_bytes_read_by_hand_are_always_what_protobuf_reads(
     base: bytes, edits: list[tuple[int, int, str]], tail: bytes
 ) -> None:
-    raw = bytearray(base)
-    for at, byte, how in edits:
-        at = min(at, len(raw))
-        if how == "set" and at < len(raw):
-            raw[at] = byte
-        elif how == "insert":
-            raw.insert(at, byte)
-        elif at < len(raw):
-            del raw[at]
-    data = bytes(raw + tail)
+    data = edited(base, edits, tail)
     read = read_action(data)
     if read is not None:
         assert fields(read) == protobuf_reading(data), data.hex()

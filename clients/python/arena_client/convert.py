@@ -346,7 +346,7 @@ class WireTurn(Turn):
     The three lazy fields live in slots of their own (``_observation``...), which
     start as :data:`UNREAD`; Turn's own slots of those names stay empty, behind
     the properties. So a new WireTurn is filled by plain attribute writes (from
-    compiled code, about 130 instructions each; a slot descriptor's ``__set__``
+    compiled code, about 200 instructions each; a slot descriptor's ``__set__``
     called as a function costs some 470).
     """
 

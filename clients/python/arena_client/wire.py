@@ -95,6 +95,31 @@ def read_varint(raw: bytes, i: int, end: int) -> tuple[int, int]:
     return -1, i
 
 
+def read_ids(raw: bytes, i: int, end: int) -> tuple[str, int, int]:
+    """A Turn's or an Action's first two fields at ``raw[i]``: (match id, turn id, the index after them).
+
+    Both messages start with ``match_id`` (1, UTF-8) and ``turn_id`` (2, a uint32), each absent when
+    empty or zero. The index is -1 for a field protobuf would not have written so (a length past the
+    end, a match id that is not UTF-8, a turn id past 32 bits).
+    """
+    match_id = ""
+    turn_id = 0
+    if i < end and raw[i] == 0x0A:  # match_id
+        n, i = read_varint(raw, i + 1, end)
+        if n < 0 or i + n > end:
+            return "", 0, -1
+        try:
+            match_id = raw[i : i + n].decode("utf-8")
+        except UnicodeDecodeError:
+            return "", 0, -1
+        i += n
+    if i < end and raw[i] == 0x10:  # turn_id (uint32)
+        turn_id, i = read_varint(raw, i + 1, end)
+        if not 0 <= turn_id < 0x100000000:
+            return "", 0, -1
+    return match_id, turn_id, i
+
+
 _WIRE_TURN: Final = WireTurn
 _NEW: Final = object.__new__
 _UNREAD: Final = UNREAD
@@ -140,22 +165,10 @@ def read_turn(raw: bytes, seat: int, with_moves: bool) -> Turn | None:
     size, i = read_varint(raw, 1, end)
     if size < 0 or i + size != end:  # one field, the whole message
         return None
-    match_id = ""
-    turn_id = 0
+    match_id, turn_id, i = read_ids(raw, i, end)
+    if i < 0:
+        return None
     legal: tuple[int, ...] | None = ()
-    if i < end and raw[i] == 0x0A:  # match_id
-        n, i = read_varint(raw, i + 1, end)
-        if n < 0 or i + n > end:
-            return None
-        try:
-            match_id = raw[i : i + n].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        i += n
-    if i < end and raw[i] == 0x10:  # turn_id (uint32)
-        turn_id, i = read_varint(raw, i + 1, end)
-        if not 0 <= turn_id < 0x100000000:
-            return None
     if i < end and raw[i] == 0x1A:  # observation: parsed when read
         i = _skip(raw, i + 1, end)
         if i < 0:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
+from arena_client.wire import read_ids
 from arena_client.wire import read_varint as _varint
 
 
@@ -64,22 +65,10 @@ def read_action(raw: bytes) -> WireAction | None:
     size, i = _varint(raw, 1, end)
     if size < 0 or i + size != end:  # one field, the whole message
         return None
-    match_id = ""
-    turn_id = 0
+    match_id, turn_id, i = read_ids(raw, i, end)
+    if i < 0:
+        return None
     action = 0
-    if i < end and raw[i] == 0x0A:  # match_id
-        n, i = _varint(raw, i + 1, end)
-        if n < 0 or i + n > end:
-            return None
-        try:
-            match_id = raw[i : i + n].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        i += n
-    if i < end and raw[i] == 0x10:  # turn_id (uint32)
-        turn_id, i = _varint(raw, i + 1, end)
-        if not 0 <= turn_id < 0x100000000:
-            return None
     if i < end and raw[i] == 0x18:  # action (int32: a negative one takes ten bytes, left to protobuf)
         action, i = _varint(raw, i + 1, end)
         if not 0 <= action < 0x80000000:
