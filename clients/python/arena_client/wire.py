@@ -95,13 +95,21 @@ def read_varint(raw: bytes, i: int, end: int) -> tuple[int, int]:
     return -1, i
 
 
-def read_ids(raw: bytes, i: int, end: int) -> tuple[str, int, int]:
-    """A Turn's or an Action's first two fields at ``raw[i]``: (match id, turn id, the index after them).
+def read_ids(raw: bytes, tag: int) -> tuple[str, int, int]:
+    """The ids opening a Turn or an Action that ``raw`` holds: (match id, turn id, the index after them).
 
-    Both messages start with ``match_id`` (1, UTF-8) and ``turn_id`` (2, a uint32), each absent when
-    empty or zero. The index is -1 for a field protobuf would not have written so (a length past the
-    end, a match id that is not UTF-8, a turn id past 32 bits).
+    ``raw`` must be one length-delimited field (``tag``: a ServerMessage's ``turn``, a BotMessage's
+    ``action``) that makes up the whole message. Both messages start with ``match_id`` (1, UTF-8) and
+    ``turn_id`` (2, a uint32), each absent when empty or zero. The index is -1 where protobuf would not
+    have written the bytes so (another field, a length past the end or short of it, a match id that is
+    not UTF-8, a turn id past 32 bits).
     """
+    end = len(raw)
+    if end < 2 or raw[0] != tag:
+        return "", 0, -1
+    size, i = read_varint(raw, 1, end)
+    if size < 0 or i + size != end:  # one field, the whole message
+        return "", 0, -1
     match_id = ""
     turn_id = 0
     if i < end and raw[i] == 0x0A:  # match_id
@@ -159,15 +167,10 @@ def read_turn(raw: bytes, seat: int, with_moves: bool) -> Turn | None:
     with protobuf, as it does when the Turn carries public moves and
     ``with_moves`` (a bot that wants its updates: protobuf reads them).
     """
-    end = len(raw)
-    if end < 2 or raw[0] != 0x1A:  # field 3 (turn), length-delimited
-        return None
-    size, i = read_varint(raw, 1, end)
-    if size < 0 or i + size != end:  # one field, the whole message
-        return None
-    match_id, turn_id, i = read_ids(raw, i, end)
+    match_id, turn_id, i = read_ids(raw, 0x1A)  # field 3 (turn)
     if i < 0:
         return None
+    end = len(raw)
     legal: tuple[int, ...] | None = ()
     if i < end and raw[i] == 0x1A:  # observation: parsed when read
         i = _skip(raw, i + 1, end)

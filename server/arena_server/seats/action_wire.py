@@ -59,15 +59,10 @@ def read_action(raw: bytes) -> WireAction | None:
     ``action`` (3, from 0 to 2**31 - 1), each at most once and in that order,
     any of them absent (zero or empty, as protobuf leaves them out).
     """
-    end = len(raw)
-    if end < 2 or raw[0] != 0x12:  # field 2 (action), length-delimited
-        return None
-    size, i = _varint(raw, 1, end)
-    if size < 0 or i + size != end:  # one field, the whole message
-        return None
-    match_id, turn_id, i = read_ids(raw, i, end)
+    match_id, turn_id, i = read_ids(raw, 0x12)  # field 2 (action)
     if i < 0:
         return None
+    end = len(raw)
     action = 0
     if i < end and raw[i] == 0x18:  # action (int32: a negative one takes ten bytes, left to protobuf)
         action, i = _varint(raw, i + 1, end)
