@@ -21,9 +21,20 @@ the ratios' base):
   row adds to the row above) are of this column.
 * ``loop thread``: the event loop's thread alone (the main thread).
 * ``ticks``: left out of both. The loop's stall monitor (``LoopLag``, a timer
-  every 5 ms) ticks by the clock, and under valgrind a move takes about fifty
-  times as long, so it ticks about fifty times as often per move as at full
-  speed. Only the compiled tick is recognised (pure Python: 0, and counted).
+  every 5 ms) ticks by the clock, and under valgrind a move takes some 25 to
+  50 times as long (5.2 ms a round trip of the ``sdk`` row against 0.20 ms at
+  full speed, on the host of the thirty-second pass), so it would tick that
+  much more often per move than at full speed. Each tick is also one more turn
+  of the event loop (a ``select``, its timers, its ready queue), which the
+  tick's own function does not include: subtracting that function alone left
+  the rest of the bias in, and it moved the ``sdk`` row by some 30,000
+  instructions a round trip (docs/performance.md, thirty-first and
+  thirty-second passes). So each counted process stretches its monitor's
+  periods by ``--monitor-scale`` (default :data:`MONITOR_SCALE`, about the
+  slowdown): it ticks about as often per move as it does at full speed, about
+  once every 25 to 35 round trips, and what is left of its tick is
+  subtracted. Only the compiled tick is recognised (pure Python: 0, and
+  counted). ``--monitor-scale 1`` counts as the earlier passes did.
 
 Each run has one BLAS thread (``OPENBLAS_NUM_THREADS=1``, as ``arena serve``
 sets it). Otherwise numpy's idle worker thread, which polls by the clock, is
@@ -31,6 +42,18 @@ counted too, and it moved a row by several thousand instructions per round
 trip either way from run to run.
 
 With ``--repeats N`` each figure is the median of N runs.
+
+With ``--cache-sim`` callgrind also simulates the caches and the branch
+predictors (``--cache-sim=yes --branch-sim=yes``), and a second table gives,
+per round trip of the loop's thread, the simulated misses: first-level
+instruction and data cache (reads and writes), and mispredicted conditional
+and indirect branches. (The last level's misses are left out: about none a
+round trip, every row's working set fits in it.) This VM exposes no hardware counters
+(``perf stat -e cycles`` is not supported), so the simulation is the only way
+here to see whether a row's time grows faster than its instructions because
+its code and data miss the caches more. It is a model (valgrind's default
+cache geometry, a simple predictor), not this CPU, and it makes each run
+slower still.
 
 Then (``--functions``, default ``protocol``) the compiled move path's functions
 (mypyc's ``CPyDef_`` entry points) of that row, with their inclusive
@@ -49,7 +72,7 @@ and a change that removes work shows as such. ``docs/performance.md``
 Needs valgrind (Debian's ``valgrind`` package). A row takes one to two
 minutes (the two lengths run at once, one per core).
 
-Run: ``.venv/bin/python bench/count_remote.py [--kinds bare,protocol,sdk] [--functions protocol]``.
+Run: ``.venv/bin/python bench/count_remote.py [--kinds bare,protocol,sdk] [--functions protocol] [--cache-sim]``.
 """
 
 from __future__ import annotations
@@ -77,8 +100,36 @@ LONG = 1200
 TICK = "CPyDef_clock___LoopLag____tick"
 """The stall monitor's tick (compiled): timer-driven, so valgrind's slowness runs it more often per move."""
 
+MONITOR_SCALE = 30.0
+"""How much the counted process stretches its stall monitor's periods: about valgrind's slowdown of a round trip."""
 
-def child(kind: str, rounds: int) -> None:
+MISSES = {
+    "I1 miss": ("I1mr",),
+    "D1 miss": ("D1mr", "D1mw"),
+    "cond. mispred.": ("Bcm",),
+    "indirect mispred.": ("Bim",),
+}
+"""``--cache-sim``'s columns: each the sum of these callgrind events (per round trip of the loop's thread)."""
+
+
+def stretch_monitor(scale: float) -> None:
+    """Stretch the running loop's stall monitor (``LoopLag``) by ``scale``: its period, and the gaps it judges by.
+
+    Under valgrind a round trip is some 25 to 50 times slower while the monitor
+    ticks by the clock; stretched by about that much, it ticks about as often per
+    round trip as at full speed (see the module's notes). Its judgements keep
+    their proportions: a gap is a stall when it is as many periods long as before.
+    """
+    from arena_server.referee.clock import LoopLag
+
+    lag = LoopLag.of()
+    lag.PERIOD *= scale
+    lag.SLACK *= scale
+    lag.LATE *= scale
+    lag.RECENT *= scale
+
+
+def child(kind: str, rounds: int, scale: float) -> None:
     """Run ``split_remote``'s ``kind`` loop for ``rounds`` round trips (under valgrind, in the parent's plan)."""
     import split_remote
 
@@ -87,7 +138,12 @@ def child(kind: str, rounds: int) -> None:
     settle_heap()  # as arena serve does: no full collection walks the imports' objects in one run and not the other
     split_remote.ROUNDS = rounds
     split_remote.WINDOW = (10, rounds - 10)  # (split_remote's own timing window: unused here, but it must be reached)
-    asyncio.run(KINDS[kind]())
+
+    async def counted() -> None:
+        stretch_monitor(scale)
+        await KINDS[kind]()
+
+    asyncio.run(counted())
 
 
 def counted_env() -> dict[str, str]:
@@ -100,13 +156,14 @@ def counted_env() -> dict[str, str]:
     return env
 
 
-def _run(kind: str, rounds: int, repeat: int, out: Path) -> Path:
+def _run(kind: str, rounds: int, repeat: int, out: Path, scale: float, cache_sim: bool) -> Path:
     """``kind`` for ``rounds`` under callgrind, one output file per thread; their common prefix."""
     env = counted_env()
     base = out / f"cg.{kind}.{rounds}.{repeat}"
+    simulate = ("--cache-sim=yes", "--branch-sim=yes") if cache_sim else ()
     cmd = [
-        *("valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={base}"),
-        *(sys.executable, __file__, "--child", kind, str(rounds)),
+        *("valgrind", "--tool=callgrind", "--separate-threads=yes", *simulate, f"--callgrind-out-file={base}"),
+        *(sys.executable, __file__, "--child", kind, str(rounds), str(scale)),
     ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -129,10 +186,21 @@ def _totals(base: Path) -> dict[int, int]:
     return totals
 
 
+def _events(path: Path) -> dict[str, int]:
+    """Every event callgrind counted in one thread's file (``Ir``, and with ``--cache-sim`` the misses), by name."""
+    names: list[str] = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("events:"):
+            names = line.split()[1:]
+        elif line.startswith(("summary:", "totals:")):
+            return dict(zip(names, map(int, line.split()[1:]), strict=False))
+    raise SystemExit(f"count_remote: callgrind wrote no totals in {path}")
+
+
 def _inclusive(path: Path) -> dict[str, int]:
     """Inclusive instructions of each compiled move-path function (mypyc's ``CPyDef_``) in one thread's file."""
     out = subprocess.run(
-        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", str(path)],
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", "--show=Ir", str(path)],
         capture_output=True,
         text=True,
         check=True,
@@ -219,11 +287,23 @@ def main() -> None:
     parser.add_argument(
         "--keep", metavar="DIR", help="write callgrind's files to DIR (kept) instead of a temporary one"
     )
-    parser.add_argument("--child", nargs=2, metavar=("KIND", "ROUNDS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--monitor-scale",
+        type=float,
+        default=MONITOR_SCALE,
+        help=f"stretch the stall monitor's periods by this much under valgrind (default {MONITOR_SCALE:g}; "
+        "1 counts as the passes before the thirty-second did)",
+    )
+    parser.add_argument(
+        "--cache-sim", action="store_true", help="also simulate the caches and branch predictors, and print misses"
+    )
+    parser.add_argument("--child", nargs=3, metavar=("KIND", "ROUNDS", "SCALE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], int(args.child[1]))
+        child(args.child[0], int(args.child[1]), float(args.child[2]))
         return
+    if args.monitor_scale <= 0:
+        parser.error(f"--monitor-scale {args.monitor_scale:g}: must be more than 0 (1 leaves the monitor as it is)")
     kinds = args.kinds.split(",")
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -234,13 +314,29 @@ def main() -> None:
     with callgrind_dir(args.keep) as out:
         runs = [(kind, rounds, r) for r in range(args.repeats) for kind in kinds for rounds in (SHORT, LONG)]
         with same_build("count_remote"), ThreadPoolExecutor(max_workers=max(len(os.sched_getaffinity(0)), 1)) as pool:
-            bases = dict(zip(runs, pool.map(lambda r: _run(*r, out), runs), strict=True))
+
+            def run(plan: tuple[str, int, int]) -> Path:
+                kind, rounds, repeat = plan
+                return _run(kind, rounds, repeat, out, args.monitor_scale, args.cache_sim)
+
+            bases = dict(zip(runs, pool.map(run, runs), strict=True))
         n = LONG - SHORT
         rows: dict[str, dict[str, float]] = {}
         functions: dict[str, dict[str, float]] = {}
+        misses: dict[str, dict[str, float]] = {}
         for kind in kinds:
             samples: list[dict[str, float]] = []
+            missed: list[dict[str, float]] = []
             for r in range(args.repeats):
+                if args.cache_sim:
+                    short_e = _events(Path(f"{bases[kind, SHORT, r]}-01"))
+                    long_e = _events(Path(f"{bases[kind, LONG, r]}-01"))
+                    missed.append(
+                        {
+                            column: sum(long_e.get(e, 0) - short_e.get(e, 0) for e in events) / n
+                            for column, events in MISSES.items()
+                        }
+                    )
                 short, long_ = _totals(bases[kind, SHORT, r]), _totals(bases[kind, LONG, r])
                 short_f = _inclusive(Path(f"{bases[kind, SHORT, r]}-01"))
                 long_f = _inclusive(Path(f"{bases[kind, LONG, r]}-01"))
@@ -252,11 +348,14 @@ def main() -> None:
                 every = (sum(long_.values()) - sum(short.values())) / n - ticks
                 samples.append({"all": every, "loop": loop, "ticks": ticks})
             rows[kind] = {key: statistics.median(s[key] for s in samples) for key in ("all", "loop", "ticks")}
+            if missed:
+                misses[kind] = {column: statistics.median(m[column] for m in missed) for column in MISSES}
         from arena_client._native import status as native_status
 
         print(
-            f"instructions per round trip (callgrind; {LONG} rounds less {SHORT}; median of {args.repeats}), "
-            f"Python {sys.version.split()[0]}, move path: {native_status()}"
+            f"instructions per round trip (callgrind; {LONG} rounds less {SHORT}; median of {args.repeats}; "
+            f"stall monitor stretched {args.monitor_scale:g}x), Python {sys.version.split()[0]}, "
+            f"move path: {native_status()}"
         )
         print(f"{'':10}{'all threads':>13}{'ratio':>8}{'+instr':>10}{'loop thread':>13}{'ticks':>9}")
         base = rows[kinds[0]]["all"]
@@ -268,6 +367,15 @@ def main() -> None:
             print(f"{kind:10}{row['all']:13,.0f}{ratio:7.2f}x{plus:>10}{row['loop']:13,.0f}{row['ticks']:9,.0f}")
             above = row["all"]
         print("ticks: the stall monitor's, left out of both counts (see the module's notes)")
+        if misses:
+            print("\nsimulated misses per round trip, the loop's thread (callgrind --cache-sim, --branch-sim)")
+            print(f"{'':10}" + "".join(f"{column:>19}" for column in MISSES))
+            for kind in kinds:
+                cells = "".join(
+                    f"{misses[kind][column]:11,.0f} {misses[kind][column] / (misses[kinds[0]][column] or 1):5.2f}x  "
+                    for column in MISSES
+                )
+                print(f"{kind:10}{cells}")
         if args.functions:
             kind = args.functions
             print(f"\n{kind}: the compiled move path's functions, inclusive instructions per round trip")
