@@ -18,10 +18,12 @@ processes' start, their connections, Hellos and the matches' starts and ends
 cancel out. Every thread of the process is counted (``--separate-threads``),
 as gRPC's core works on its own threads too.
 
-Left out: the server's stall monitor (``LoopLag``'s tick every 5 ms, by the
-clock), which under valgrind runs about fifty times as often per move as at
-full speed; its compiled function's inclusive count is subtracted, as
-``count_remote.py`` does.
+The server's stall monitor (``LoopLag``'s tick every 5 ms, by the clock)
+would run some 25 to 50 times as often per move under valgrind as at full
+speed, each tick with a turn of the event loop. As in ``count_remote.py``, the
+counted server stretches its monitor by ``--monitor-scale`` (default that
+script's ``MONITOR_SCALE``; 1 counts as the passes before the thirty-second
+did), and what is left of the tick's own count is subtracted.
 
 What the count does not show: under valgrind the counted side is some fifty
 times slower than the other, so it finds more work waiting at each event-loop
@@ -51,7 +53,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench_remote import CLIENTS, ECHO_SERVER, free_port, pinned
-from count_remote import TICK, _inclusive, callgrind_dir, counted_env, require_valgrind, same_build
+from count_remote import MONITOR_SCALE, TICK, _inclusive, callgrind_dir, counted_env, require_valgrind, same_build
 
 MATCHES = 64
 """Concurrent matches (streams), as ``bench_remote.py`` (3)."""
@@ -78,13 +80,17 @@ def _callgrind(out: Path | None) -> list[str]:
 
 
 @contextlib.contextmanager
-def _server(kind: str, out: Path | None, tmp: Path) -> Iterator[int]:
-    """The ``kind`` server (counted into ``out`` if given), running until the block ends; yields its port."""
+def _server(kind: str, out: Path | None, tmp: Path, scale: float = 1.0) -> Iterator[int]:
+    """The ``kind`` server (counted into ``out`` if given), running until the block ends; yields its port.
+
+    Arena's stall monitor is stretched by ``scale`` (``count_remote.serve_stretched``).
+    """
     cpu = 1 if out is not None else 0
     if kind == "arena":
         port = free_port()
+        serve = "import sys, count_remote; sys.exit(count_remote.serve_stretched(float(sys.argv[1]), sys.argv[2:]))"
         cmd = [
-            *(sys.executable, "-m", "arena_server.cli", "serve", "--no-http", "--host", "127.0.0.1"),
+            *(sys.executable, "-c", serve, str(scale), "serve", "--no-http", "--host", "127.0.0.1"),
             *("--port", str(port), "--no-ladder", "--db", str(tmp / f"count-{port}.db")),
         ]
         stdin = subprocess.DEVNULL
@@ -146,13 +152,13 @@ def _ticks(out: Path) -> int:
     return _inclusive(main_thread).get(TICK, 0) if main_thread.exists() else 0
 
 
-def count(kind: str, side: str, tmp: Path) -> float:
-    """Instructions per round trip of ``side`` under ``kind``'s load, less the stall monitor's."""
+def count(kind: str, side: str, tmp: Path, scale: float) -> float:
+    """Instructions per round trip of ``side`` under ``kind``'s load, less the (stretched) stall monitor's."""
     totals = {}
     for rounds in (SHORT, LONG):
         out = tmp / f"cg.{kind}.{side}.{rounds}"
         if side == "server":
-            with _server(kind, out, tmp) as port:
+            with _server(kind, out, tmp, scale) as port:
                 _clients(kind, port, rounds, None)
         else:
             with _server(kind, None, tmp) as port:
@@ -165,19 +171,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sides", default=",".join(SIDES), help="server, clients or both (default both)")
     parser.add_argument("--keep", metavar="DIR", help="keep callgrind's files in DIR (default: a temporary one)")
+    parser.add_argument(
+        "--monitor-scale",
+        type=float,
+        default=MONITOR_SCALE,
+        help=f"stretch the counted server's stall monitor by this much (default {MONITOR_SCALE:g}; 1: as before)",
+    )
     args = parser.parse_args()
+    if args.monitor_scale <= 0:
+        parser.error(f"--monitor-scale {args.monitor_scale:g}: must be more than 0 (1 leaves the monitor as it is)")
     sides = args.sides.split(",")
     unknown = [s for s in sides if s not in SIDES]
     if unknown:
         parser.error(f"--sides: unknown {', '.join(unknown)}; choose from {', '.join(SIDES)}")
     require_valgrind("count_loaded")
     with callgrind_dir(args.keep) as tmp, same_build("count_loaded"):
-        counts = {(kind, side): count(kind, side, tmp) for side in sides for kind in KINDS}
+        counts = {(kind, side): count(kind, side, tmp, args.monitor_scale) for side in sides for kind in KINDS}
     from arena_client._native import status as native_status
 
     print(
         f"instructions per round trip under load ({MATCHES} concurrent matches; callgrind, {LONG} rounds a match "
-        f"less {SHORT}; every thread, less the stall monitor), Python {sys.version.split()[0]}, "
+        f"less {SHORT}; every thread, less the stall monitor, stretched {args.monitor_scale:g}x), "
+        f"Python {sys.version.split()[0]}, "
         f"move path: {native_status()}"
     )
     print(f"{'':8}" + "".join(f"{side:>12}{'ratio':>8}" for side in sides))

@@ -112,8 +112,8 @@ MISSES = {
 """``--cache-sim``'s columns: each the sum of these callgrind events (per round trip of the loop's thread)."""
 
 
-def stretch_monitor(scale: float) -> None:
-    """Stretch the running loop's stall monitor (``LoopLag``) by ``scale``: its period, and the gaps it judges by.
+def stretch_monitor(scale: float, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """Stretch the stall monitor (``LoopLag``) of ``loop`` (the running one) by ``scale``: its period, and its gaps.
 
     Under valgrind a round trip is some 25 to 50 times slower while the monitor
     ticks by the clock; stretched by about that much, it ticks about as often per
@@ -122,11 +122,31 @@ def stretch_monitor(scale: float) -> None:
     """
     from arena_server.referee.clock import LoopLag
 
-    lag = LoopLag.of()
+    lag = LoopLag.of(loop)
     lag.PERIOD *= scale
     lag.SLACK *= scale
     lag.LATE *= scale
     lag.RECENT *= scale
+
+
+def serve_stretched(scale: float, argv: list[str]) -> int:
+    """``arena`` with ``argv`` (``serve ...``), every event loop it makes with its monitor stretched by ``scale``.
+
+    For a server counted in a process of its own (``count_loaded.py``): ``asyncio.run``
+    takes its loop from the event-loop policy, which stretches each new loop's monitor
+    before anything runs on it.
+    """
+
+    class Stretched(asyncio.DefaultEventLoopPolicy):
+        def new_event_loop(self) -> asyncio.AbstractEventLoop:
+            loop = super().new_event_loop()
+            stretch_monitor(scale, loop)
+            return loop
+
+    asyncio.set_event_loop_policy(Stretched())
+    from arena_server.cli import main
+
+    return main(argv)
 
 
 def child(kind: str, rounds: int, scale: float) -> None:

@@ -110,3 +110,29 @@ def test_inclusive_counts_are_instructions_when_misses_were_simulated_too(tmp_pa
         count_remote.TICK: 100,
         "CPyDef_seats___remote___RemoteSeat___on_action": 150,
     }
+
+
+def test_a_server_counted_apart_runs_every_loop_with_its_monitor_stretched(monkeypatch: pytest.MonkeyPatch) -> None:
+    # count_loaded.py starts `arena serve` through serve_stretched: each loop asyncio.run makes (as arena serve's
+    # does) must have its monitor stretched before anything runs on it. The command itself is replaced by one that
+    # reads the monitor from inside its loop.
+    import arena_server.cli
+
+    seen: list[float] = []
+
+    async def inside() -> None:
+        seen.append(LoopLag.of().PERIOD)
+
+    def command(argv: list[str]) -> int:
+        assert argv == ["serve", "--port", "0"]
+        asyncio.run(inside())
+        asyncio.run(inside())
+        return 7
+
+    monkeypatch.setattr(arena_server.cli, "main", command)
+    policy = asyncio.get_event_loop_policy()
+    try:
+        assert count_remote.serve_stretched(30.0, ["serve", "--port", "0"]) == 7
+    finally:
+        asyncio.set_event_loop_policy(policy)
+    assert seen == [pytest.approx(30 * 0.005)] * 2
