@@ -1,6 +1,6 @@
 """``bench/count_remote.py``'s own helpers: the stall monitor stretched under valgrind, and callgrind's totals read.
 
-The counts themselves need valgrind and minutes; these check the two pieces a
+The counts themselves need valgrind and minutes; these check the pieces a
 count's figures rest on, on the real monitor and on files written the way
 callgrind writes them.
 """
