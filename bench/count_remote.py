@@ -194,13 +194,7 @@ def _run(kind: str, rounds: int, repeat: int, out: Path, scale: float, cache_sim
 
 def _totals(base: Path) -> dict[int, int]:
     """Instructions per thread (1: the main thread, where the event loop runs) of one run."""
-    totals: dict[int, int] = {}
-    for f in base.parent.glob(base.name + "-*"):
-        thread = int(f.name.rsplit("-", 1)[1])
-        for line in f.read_text(errors="replace").splitlines():
-            if line.startswith(("summary:", "totals:")):
-                totals[thread] = int(line.split()[1])
-                break
+    totals = {int(f.name.rsplit("-", 1)[1]): _events(f)["Ir"] for f in base.parent.glob(base.name + "-*")}
     if 1 not in totals:
         raise SystemExit(f"count_remote: callgrind wrote no count for the main thread ({base}-01)")
     return totals

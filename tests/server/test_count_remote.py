@@ -136,3 +136,13 @@ def test_a_server_counted_apart_runs_every_loop_with_its_monitor_stretched(monke
     finally:
         asyncio.set_event_loop_policy(policy)
     assert seen == [pytest.approx(30 * 0.005)] * 2
+
+
+def test_a_runs_totals_are_each_threads_instructions(tmp_path: Path) -> None:
+    (tmp_path / "cg.sdk.200.0-01").write_text("events: Ir I1mr\nfn=main\nsummary: 900 4\n")
+    (tmp_path / "cg.sdk.200.0-02").write_text("events: Ir I1mr\nfn=poll\ntotals: 300 2\n")
+    (tmp_path / "cg.sdk.1200.0-01").write_text("events: Ir\nsummary: 5\n")  # another run's file: not read
+    assert count_remote._totals(tmp_path / "cg.sdk.200.0") == {1: 900, 2: 300}
+    (tmp_path / "cg.bare.200.0-02").write_text("events: Ir\nsummary: 7\n")
+    with pytest.raises(SystemExit, match="no count for the main thread"):
+        count_remote._totals(tmp_path / "cg.bare.200.0")
