@@ -21,6 +21,10 @@ NATIVE_SOURCES := $(shell $(PYTHON) scripts/build_native.py --list 2>/dev/null)
 $(NATIVE): $(STAMP) $(NATIVE_SOURCES) scripts/build_native.py clients/python/arena_client/_native.py
 	$(BIN)/python scripts/build_native.py || echo "make: the move path stays pure Python (same behaviour, slower)"
 
+# Bytecode for Arena's own packages, written ahead: every test, bot and CLI process imports them, and where
+# PYTHONDONTWRITEBYTECODE is set (as on CI) Python would otherwise compile them again in each process.
+BYTECODE := $(BIN)/python -m compileall -q -j 0 server reference_bots clients/python
+
 ## native: compile the move path with mypyc now (`make run` and `make test` do it when a source changed)
 native: $(STAMP)
 	$(BIN)/python scripts/build_native.py
@@ -31,6 +35,7 @@ ARGS ?=
 
 ## run: set up and start the server (hosted bots); `make run PORT=50052 DB=my.db ARGS=--no-ladder` to choose
 run: $(STAMP) $(NATIVE)
+	$(BYTECODE)
 	$(BIN)/arena serve --port $(PORT) --db $(DB) $(ARGS)
 
 JS_DEPS := clients/javascript/node_modules/.installed
@@ -41,10 +46,12 @@ $(JS_DEPS): clients/javascript/package.json clients/javascript/package-lock.json
 
 ## test: set up and run the quick test suite
 test: $(STAMP) $(JS_DEPS) $(NATIVE)
+	$(BYTECODE)
 	$(BIN)/python -m pytest
 
 ## test-slow: the heavy experiments and exhaustive solvers only
 test-slow: $(STAMP) $(JS_DEPS) $(NATIVE)
+	$(BYTECODE)
 	$(BIN)/python -m pytest -m slow
 
 ## test-browser: the web interface in a real browser (installs Debian's chromium and the playwright package
@@ -55,6 +62,7 @@ test-browser: $(STAMP)
 
 ## soak: the restart soaks only (ladder + remote SDK bots, 20 server kills/restarts), figures printed
 soak: $(STAMP) $(NATIVE)
+	$(BYTECODE)
 	$(BIN)/python -m pytest -m slow -s tests/ladder/test_soak.py tests/client/test_sdk_reconnect.py
 
 ## check: lint (ruff, import contracts), type check, generated code up to date, tests
