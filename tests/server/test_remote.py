@@ -66,9 +66,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server_process(port: int, db: Path) -> subprocess.Popen[str]:
+def start_server_process(port: int, db: Path, *extra: str) -> subprocess.Popen[str]:
     """``arena serve`` as a real process on 127.0.0.1:``port`` (its first stdout line says "serving on")."""
-    argv = ["serve", "--no-http", "--port", str(port), "--db", str(db), "--host", "127.0.0.1"]
+    argv = ["serve", "--no-http", "--port", str(port), "--db", str(db), "--host", "127.0.0.1", *extra]
     return subprocess.Popen(
         [sys.executable, "-m", "arena_server.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -377,9 +377,14 @@ async def test_sdk_reconnects_when_the_server_comes_back(tmp_path: Path) -> None
 
 
 def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
+    """SIGINT while an SDK bot thinks: the match is recorded aborted, and the server does not sit out its grace.
+
+    The SDK drops the answer that the abort made moot and challenges again; that Challenge tells the
+    server the bot has read how its match ended, so the shutdown stops waiting for the answer.
+    """
     db = tmp_path / "arena.db"
     port = free_port()
-    server = start_server_process(port, db)
+    server = start_server_process(port, db, "--shutdown-grace", "30")
     bot = tmp_path / "slow.py"
     bot.write_text(
         textwrap.dedent(f"""
@@ -387,7 +392,7 @@ def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
         from arena_client import Bot, run
         class Slow(Bot):
             def act(self, turn):
-                time.sleep(0.05)
+                time.sleep(0.5)  # always thinking when the signal comes
                 return 0
         try:
             run(Slow(), "127.0.0.1:{port}", opponent="random", reconnect=False, name="slow-bot")
@@ -409,8 +414,11 @@ def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
                 ).fetchone()[0]:
                     break
             time.sleep(0.1)
+        time.sleep(0.2)  # the first turn is out
+        signalled = time.monotonic()
         server.send_signal(2)  # SIGINT
-        assert server.wait(timeout=30) == 0
+        assert server.wait(timeout=60) == 0
+        stopped_in = time.monotonic() - signalled
         client.communicate(timeout=30)
     finally:
         if server.poll() is None:
@@ -424,6 +432,7 @@ def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
         running = conn.execute("SELECT COUNT(*) FROM matches WHERE status = 'running'").fetchone()[0]
     assert rows == [("aborted", int(Termination.ABORTED), "the server is shutting down")]
     assert running == 0  # every match, ladder ones included, was closed properly
+    assert stopped_in < 10.0, f"stopped {stopped_in:.1f} s after SIGINT: it waited out the grace for a moot answer"
 
 
 def test_crash_recovery_marks_running_matches_aborted(tmp_path: Path) -> None:

@@ -208,3 +208,36 @@ async def test_shutdown_waits_for_a_bot_that_owes_an_answer_then_goes_on_when_it
     await asyncio.wait_for(stopping, 4.0)
     assert session.is_settled
     assert loop.time() - answered < 2.0  # the answer let it go on (the grace would have taken 4 s more)
+
+
+async def test_shutdown_goes_on_when_a_bot_that_owed_an_answer_challenges_again(
+    live_server: LiveServer,
+) -> None:
+    """A bot that drops the answer its match's end made moot (as the SDK does) and challenges again owes nothing.
+
+    A Challenge sent while the bot is still seated says nothing of the turn it is thinking about: the
+    shutdown keeps waiting for that answer.
+    """
+    hub = live_server.hub
+    loop = asyncio.get_running_loop()
+    raw = RawBot(live_server.channel())
+    assert (await raw.hello("mover")).WhichOneof("kind") == "welcome"
+    await raw.challenge("rock", rounds=50)
+    await raw.recv_kind("turn")
+    session = hub.sessions["mover"]
+    await raw.challenge("rock", rounds=50)  # while seated and owing: queued behind the match, settles nothing
+    for _ in range(100):
+        if session.queued:
+            break
+        await asyncio.sleep(0.01)
+    assert session.queued and not session.is_settled
+    stopping = asyncio.ensure_future(hub.shutdown("the test stops the server", grace=5.0))
+    ended = (await raw.recv_kind("match_ended")).match_ended
+    assert ended.termination == Termination.ABORTED
+    await asyncio.sleep(1.0)  # past the 0.5 s linger: only the owed answer holds the shutdown now
+    assert not session.is_settled and not stopping.done()
+    challenged = loop.time()
+    await raw.challenge("rock", rounds=50)  # unseated now: it has read the end and moved on
+    await asyncio.wait_for(stopping, 4.0)
+    assert session.is_settled
+    assert loop.time() - challenged < 2.0  # the grace would have taken 3 s more

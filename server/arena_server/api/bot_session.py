@@ -341,6 +341,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                     session.mark_closed(reason)
                     return
             elif kind == "challenge":
+                session.moved_on()
                 self.hub.spawn(self._challenge(session, msg.challenge))
             elif kind == "resign":
                 session.on_resign(msg.resign)

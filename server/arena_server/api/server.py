@@ -86,13 +86,17 @@ def bind_port(server: grpc.aio.Server, host: str, port: int) -> int:
 
 @contextlib.asynccontextmanager
 async def running_server(
-    hub: Hub, host: str = "127.0.0.1", port: int = 0
+    hub: Hub, host: str = "127.0.0.1", port: int = 0, grace: float = 0.25
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
-    """Start a server for the duration of the block (tests, benchmarks); abort matches on exit."""
+    """Start a server for the duration of the block (tests, benchmarks); abort matches on exit.
+
+    After the hub has told every bot and recorded every match, calls still open (a stream the
+    caller kept) get ``grace`` seconds before they are cancelled.
+    """
     server, bound = await build_server(hub, host, port)
     await server.start()
     try:
         yield server, bound
     finally:
         await hub.shutdown()
-        await server.stop(grace=1)
+        await server.stop(grace=grace)

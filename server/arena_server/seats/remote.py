@@ -176,6 +176,17 @@ class RemoteSession:
             self._settle_waiters.append(waiter)
             await waiter
 
+    def moved_on(self) -> None:
+        """The bot asked for a new match while seated in none: it has read how its last match ended.
+
+        An answer it still owed for that match's turn is not coming (the SDK drops an answer that the
+        match's end made moot), so a shutdown stops waiting for it.
+        """
+        if self.owed_turn and self.seat is None:
+            self.owed_turn = 0
+            if self._settle_waiters:
+                self._settle()
+
     def _settle(self) -> None:
         waiters, self._settle_waiters = self._settle_waiters, []
         _wake(waiters)
