@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from arena_server.cli import COMMANDS as COMMAND_MODULES
 from arena_server.cli import build_parser
 
 
@@ -28,6 +29,30 @@ def test_the_expected_commands_exist() -> None:
     expected = {"serve", "games", "match", "play", "watch", "profile", "experiment", "check-bot"}
     expected |= {"bot", "tournament", "ladder", "ratings", "replay"}
     assert expected <= top
+
+
+def test_each_command_is_built_from_its_own_module_alone() -> None:
+    """``main`` builds only the parser of the command it runs: the map of commands to modules must be whole."""
+    assert set(COMMAND_MODULES) == {c[0] for c in COMMANDS if len(c) == 1}
+    for name, module in COMMAND_MODULES.items():
+        alone = _commands(build_parser(name))
+        assert (name,) in alone, f"{module} does not register {name!r}"
+        assert {c[0] for c in alone if c} == {n for n, m in COMMAND_MODULES.items() if m == module}
+
+
+def test_a_light_command_does_not_load_the_server_or_the_bots() -> None:
+    """``arena games`` and ``arena play`` start in a fraction of a second: no bots, numba or gRPC server."""
+    probe = (
+        "import sys\n"
+        "from arena_server.cli import main\n"
+        "assert main(['games']) == 0\n"
+        "heavy = ('numba', 'arena_bots', 'arena_server.api.server', 'arena_server.cli.serve')\n"
+        "print('loaded:', [m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "rps" in out.stdout
+    assert out.stdout.splitlines()[-1] == "loaded: []"
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "arena")

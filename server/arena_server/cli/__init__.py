@@ -84,22 +84,24 @@ def run_async(main: Coroutine[Any, Any, T]) -> T:
         raise
 
 
-COMMAND_MODULES: list[str] = [
-    "arena_server.cli.serve",
-    "arena_server.cli.games",
-    "arena_server.cli.match",
-    "arena_server.cli.play",
-    "arena_server.cli.watch",
-    "arena_server.cli.profile",
-    "arena_server.cli.experiment",
-    "arena_server.cli.train",
-    "arena_server.cli.check_bot",
-    "arena_server.cli.bot",
-    "arena_server.cli.tournament",
-    "arena_server.cli.ladder",
-    "arena_server.cli.replay",
-    "arena_server.cli.export",
-]
+COMMANDS: dict[str, str] = {
+    "serve": "arena_server.cli.serve",
+    "games": "arena_server.cli.games",
+    "match": "arena_server.cli.match",
+    "play": "arena_server.cli.play",
+    "watch": "arena_server.cli.watch",
+    "profile": "arena_server.cli.profile",
+    "experiment": "arena_server.cli.experiment",
+    "train": "arena_server.cli.train",
+    "check-bot": "arena_server.cli.check_bot",
+    "bot": "arena_server.cli.bot",
+    "tournament": "arena_server.cli.tournament",
+    "ladder": "arena_server.cli.ladder",
+    "ratings": "arena_server.cli.ladder",
+    "replay": "arena_server.cli.replay",
+    "export": "arena_server.cli.export",
+}
+"""Each subcommand and the module that registers it (``tests/server/test_cli.py`` checks the two agree)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -108,18 +110,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"arena: {message} (see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or only of ``command`` (and what its module registers with it).
+
+    ``main`` builds the one it is asked for: a command's module is imported only when it runs, so a
+    light command (``arena games``, ``arena play``) does not pay for the server's and the bots' imports.
+    """
     parser = _Parser(prog="arena", description="Arena: a fair referee for bot matches.")
     parser.add_argument("--version", action="version", version=f"arena {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module_name in COMMAND_MODULES:
+    modules = [COMMANDS[command]] if command in COMMANDS else dict.fromkeys(COMMANDS.values())
+    for module_name in modules:
         importlib.import_module(module_name).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(words[0] if words else None)
+    args = parser.parse_args(words)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
