@@ -24,6 +24,7 @@ the hosts that seat bots without the server's hub (``arena.evaluate``).
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Callable
@@ -91,6 +92,29 @@ class HostedBot:
 
 _HOSTED: dict[str, HostedBot] = {}
 
+BOT_MODULES = (
+    "arena_bots.dots_and_boxes.bots",  # dots and boxes: greedy ... solver, mcts
+    "arena_bots.liars_dice.bots",  # Liar's Dice: thesis learners, statistician
+    "arena_bots.liars_dice.cfr_bot",  # Liar's Dice: CFR
+    "arena_bots.rps.mind_reader",  # RPS: Shannon's mind reader
+    "arena_bots.rps.sicilian",  # RPS: the ensemble meta bot
+    "arena_bots.rps.thesis_agents",  # RPS: the RPSLS thesis agents
+    "arena_bots.tic_tac_toe",  # tic-tac-toe: lab, corrected and MCTS bots
+    "arena_bots.simple",  # the simple bots
+)
+"""The modules that register hosted bots, imported by the first :func:`hosted_bots` (they load numba and numpy:
+a command that hosts no bot, such as ``arena ladder leaderboard``, never pays for them)."""
+
+_registered = False
+
+
+def _register_all() -> None:
+    global _registered
+    if not _registered:
+        for module in BOT_MODULES:
+            importlib.import_module(module)
+        _registered = True
+
 
 def _unbound(seed: int) -> Bot:
     raise RuntimeError("a stateful hosted bot needs a BotState: get it from hosted_bots()")
@@ -121,11 +145,12 @@ def _bind(factory: Callable[[int, BotState], Bot], state: BotState) -> Callable[
 
 
 def hosted_bots(state: BotState | None = None) -> dict[str, HostedBot]:
-    """Every hosted bot by name (importing :mod:`arena_bots` registers them all).
+    """Every hosted bot by name (the first call imports :data:`BOT_MODULES`, which registers them all).
 
     Stateful bots are bound to ``state``; without one, to a fresh :meth:`BotState.default` shared by the
     returned entries only (call this once per host, not once per match).
     """
+    _register_all()
     bound = state if state is not None else BotState.default()
     out: dict[str, HostedBot] = {}
     for name, entry in _HOSTED.items():

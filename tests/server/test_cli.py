@@ -55,6 +55,23 @@ def test_a_light_command_does_not_load_the_server_or_the_bots() -> None:
     assert out.stdout.splitlines()[-1] == "loaded: []"
 
 
+def test_the_bots_load_when_first_asked_for() -> None:
+    """Importing ``arena_bots`` (as the hub and every server command do) loads no bot; ``hosted_bots()`` loads all."""
+    probe = (
+        "import sys\n"
+        "import arena_bots, arena_server.matches.hub, arena_server.cli.ladder\n"
+        "print('numba' in sys.modules)\n"
+        "print(sorted(arena_bots.hosted_bots()))\n"
+        "print('numba' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, names, after = out.stdout.splitlines()
+    assert (before, after) == ("False", "True")
+    for name in ("rock", "random", "mind-reader-3", "alphabeta", "mcts", "cfr", "neuro", "sicilian"):
+        assert repr(name) in names
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "arena")
 def test_help_renders(command: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:

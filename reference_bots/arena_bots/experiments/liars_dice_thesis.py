@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-import arena_bots  # noqa: F401  (registers the hosted bots)
 from arena_bots.experiments import RunMany, Units, output_path
 from arena_bots.liars_dice import dice_game, thesis_cfr
 from arena_bots.liars_dice.bots import LearnerBot, StatisticianBot
