@@ -111,7 +111,7 @@ def test_waiting_bots_reconnect_after_twenty_restarts(tmp_path: Path) -> None:
 def test_challenger_does_not_count_a_match_aborted_by_a_restart(tmp_path: Path) -> None:
     """The server is stopped (SIGTERM) mid-match and restarted on the same port and database."""
     db = tmp_path / "arena.db"
-    with ServerProcess(db) as server:
+    with ServerProcess(db, args=("--no-ladder", "--shutdown-grace", "30")) as server:
         server.start()
         script = write_sdk_bot(
             tmp_path / "challenger.py",
@@ -127,7 +127,10 @@ def test_challenger_does_not_count_a_match_aborted_by_a_restart(tmp_path: Path) 
         with ScriptProcess(script) as bot:
             assert bot.wait_events("started", 1, 30), bot.err.text()
             time.sleep(0.2)  # a few rounds in (a match lasts at least 60 x 0.02 s)
+            signalled = time.monotonic()
             assert server.stop(signal.SIGTERM) == 0
+            # The bot was thinking: its answer, moot after the abort, still comes and lets the server go.
+            assert time.monotonic() - signalled < 10.0, "the server waited out its 30 s grace for the bot"
             server.start()
             assert bot.wait_events("done", 1, 60), bot.out.text() + bot.err.text()
             assert bot.wait(10) == 0
@@ -174,6 +177,41 @@ async def test_challenger_challenges_again_when_the_server_aborts_a_match(live_s
     assert [r.termination for r in results] == [Termination.NORMAL, Termination.NORMAL]
     assert [r.match_id for r in client.aborted] == [first]
     assert first not in {r.match_id for r in results}
+
+
+class Thinker(SlowPaper):
+    """SlowPaper that thinks for half a second, on the SDK's worker thread (the stream is read meanwhile)."""
+
+    def act(self, turn: Turn) -> int:
+        time.sleep(0.5)
+        return 1
+
+
+async def test_an_answer_made_moot_by_an_abort_still_goes_out_and_its_dropped_reply_is_not_shown(
+    live_server: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The match ends while act thinks: the SDK hears it, and when act returns it still sends the answer.
+
+    That answer is the bot's word that it owes the server nothing (a stopping server waits for it); the
+    server drops it with a "stale turn" error, which the SDK expects and keeps out of the warnings.
+    """
+    caplog.set_level(logging.DEBUG, logger="arena_client")
+    bot = Thinker()
+    client = Client(bot, live_server.address, name="thinker", threaded=True)
+    task = asyncio.ensure_future(client.play(opponent="rock", params={"rounds": 3}, matches=2))
+    first = await asyncio.wait_for(bot.started.get(), 20)
+    session = live_server.hub.sessions["thinker"]
+    deadline = time.monotonic() + 10
+    while not session.owed_turn:  # its first Turn is on the stream: act is thinking
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    live_server.hub.running[first].control.abort("aborted by the test")
+    results = await asyncio.wait_for(task, 30)
+    assert [r.termination for r in results] == [Termination.NORMAL, Termination.NORMAL]
+    assert [r.match_id for r in client.aborted] == [first]
+    dropped = [r for r in caplog.records if "server says" in r.getMessage()]
+    assert dropped, "the SDK never sent the answer the abort made moot"
+    assert [(r.levelno, f"match {first!r} is over" in r.getMessage()) for r in dropped] == [(logging.DEBUG, True)]
 
 
 async def test_one_client_plays_two_challenges_in_a_row(live_server: LiveServer) -> None:

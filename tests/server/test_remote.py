@@ -379,8 +379,8 @@ async def test_sdk_reconnects_when_the_server_comes_back(tmp_path: Path) -> None
 def test_graceful_shutdown_aborts_running_matches(tmp_path: Path) -> None:
     """SIGINT while an SDK bot thinks: the match is recorded aborted, and the server does not sit out its grace.
 
-    The SDK drops the answer that the abort made moot and challenges again; that Challenge tells the
-    server the bot has read how its match ended, so the shutdown stops waiting for the answer.
+    The SDK sends the answer that the abort made moot, and challenges again: either tells the server
+    that the bot is done with its turn, so the shutdown stops waiting.
     """
     db = tmp_path / "arena.db"
     port = free_port()

@@ -213,7 +213,7 @@ async def test_shutdown_waits_for_a_bot_that_owes_an_answer_then_goes_on_when_it
 async def test_shutdown_goes_on_when_a_bot_that_owed_an_answer_challenges_again(
     live_server: LiveServer,
 ) -> None:
-    """A bot that drops the answer its match's end made moot (as the SDK does) and challenges again owes nothing.
+    """A bot that drops the answer its match's end made moot and challenges again owes nothing.
 
     A Challenge sent while the bot is still seated says nothing of the turn it is thinking about: the
     shutdown keeps waiting for that answer.

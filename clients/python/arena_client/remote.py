@@ -534,6 +534,7 @@ class Client:
         perf_counter = time.perf_counter
         backlog = inbox.backlog
         read = call.read
+        moot: set[tuple[str, int]] = set()  # answers sent for a match that had ended (the server drops them)
         while True:
             msg = await read() if worker is None else await inbox.next()  # (inline, nothing is read during act)
             if msg is _EOF:
@@ -580,10 +581,14 @@ class Client:
                     log.error("arena_client: act raised:\n%s", traceback.format_exc())
                     writer.send(bs.BotMessage(resign=bs.Resign(match_id=turn.match_id, reason=f"act raised {exc!r}")))
                     continue
-                if backlog and inbox.ended(turn.match_id):
-                    # The match ended (aborted, timed out) while act was thinking: the answer is moot.
-                    continue
                 answer = action_message(turn.match_id, turn.turn_id, int(action))
+                if backlog and inbox.ended(turn.match_id):
+                    # The match ended (aborted, timed out) while act was thinking: the answer is moot, but it
+                    # still goes out, as the bot's word that it is done with the turn (a stopping server waits
+                    # for it). The server drops it and says so; that reply is expected, and not shown.
+                    moot.add((turn.match_id, turn.turn_id))
+                    writer.send(answer)
+                    continue
                 if writer.idle:
                     # Awaited, then the next read: with the server in another process (as deployed) a round
                     # trip is 4-7 us shorter than with the read started while the write is in flight; in one
@@ -613,6 +618,10 @@ class Client:
             elif kind == "error":
                 if msg.error.fatal:
                     raise ArenaError(msg.error.message)
+                if msg.error.code == bs.ERROR_CODE_STALE_TURN and (msg.error.match_id, msg.error.turn_id) in moot:
+                    moot.discard((msg.error.match_id, msg.error.turn_id))
+                    log.debug("arena_client: server says: %s (a moot answer)", msg.error.message)
+                    continue
                 log.warning("arena_client: server says: %s", msg.error.message)
             elif kind == "challenge_status":
                 status = msg.challenge_status

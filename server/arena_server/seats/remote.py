@@ -179,8 +179,8 @@ class RemoteSession:
     def moved_on(self) -> None:
         """The bot asked for a new match while seated in none: it has read how its last match ended.
 
-        An answer it still owed for that match's turn is not coming (the SDK drops an answer that the
-        match's end made moot), so a shutdown stops waiting for it.
+        An answer it still owed for that match's turn may never come (a client may drop an answer that
+        the match's end made moot; the Python SDK sends it), so a shutdown stops waiting for it.
         """
         if self.owed_turn and self.seat is None:
             self.owed_turn = 0
