@@ -241,3 +241,15 @@ async def test_shutdown_goes_on_when_a_bot_that_owed_an_answer_challenges_again(
     await asyncio.wait_for(stopping, 4.0)
     assert session.is_settled
     assert loop.time() - challenged < 2.0  # the grace would have taken 3 s more
+
+
+async def test_a_challenge_while_the_server_stops_is_refused_for_now(live_server: LiveServer) -> None:
+    """A Challenge that reaches a stopping server hears why and that it may come again, instead of nothing."""
+    raw = RawBot(live_server.channel())
+    assert (await raw.hello("latecomer")).WhichOneof("kind") == "welcome"
+    await live_server.hub.shutdown("the test stops the server", grace=2.0)
+    await raw.challenge("rock", rounds=5)
+    status = (await raw.recv_kind("challenge_status")).challenge_status
+    assert status.state == bs.ChallengeStatus.STATE_REFUSED
+    assert status.retry_later
+    assert "shutting down" in status.reason

@@ -399,7 +399,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             return
         count = max(ch.matches, 1)
         for index in range(count):
-            if session.closed.is_set() or hub.stopping:
+            if session.closed.is_set():
                 return
             fixed = ch.HasField("seat") and ch.seat >= 0
             my_seat = ch.seat % game.num_players if fixed else index % game.num_players
