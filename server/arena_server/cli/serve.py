@@ -133,11 +133,6 @@ def run(args: argparse.Namespace) -> int:
     check_can_listen(args.host, args.port, "--port")  # one line now, not gRPC's log after the database opened
     workers = resolve_workers(str(args.workers))
     if workers > 1:
-        if not args.no_http:
-            print(
-                f"arena: --workers {workers}: the web interface is served with --workers 1 only; not serving it",
-                file=sys.stderr,
-            )
         return asyncio.run(
             serve_workers(
                 args.host,
@@ -151,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 ladder_config(args),
                 helper_threads=args.helper_threads,
                 switch_interval=args.switch_interval,
+                http_port=None if args.no_http else args.http_port,
             )
         )
     return loop_runner(args.uvloop)(

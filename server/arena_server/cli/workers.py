@@ -110,18 +110,23 @@ async def serve_workers(
     ladder: LadderConfig | None = None,
     helper_threads: str = "batch",
     switch_interval: float = SWITCH_INTERVAL,
+    http_port: int | None = None,
 ) -> int:
     """Run the main process of a multi-process server until SIGTERM/SIGINT; returns the exit status.
 
     With ``ladder``, every worker runs a ladder over the bots it can reach (the hosted bots and the
     remote bots connected to it) with a share of the concurrency; the main process refits the ratings.
+    With ``http_port``, the main process serves the web interface: from the database, and the live
+    matches through the workers that run them (:mod:`arena_server.api.peers`).
     """
     from arena_bots import hosted_bots
+    from arena_server.api.peers import Peers
     from arena_server.bots.registry import check_sandbox, prepare_registry
     from arena_server.cli.common import open_database
     from arena_server.ladder.scheduler import RatingRefitter, ladder_game
     from arena_server.matches.hub import Hub
     from arena_server.store.writer import StoreWriter
+    from arena_server.web.server import WebServer
 
     holder = _reserve_port(host, port)
     try:
@@ -152,6 +157,23 @@ async def serve_workers(
         await store.close()
         shutil.rmtree(folder, ignore_errors=True)
         raise
+    owners = writer.owners
+
+    async def locate(match_id: str) -> int | None:
+        return owners.get(match_id)
+
+    hub.peers = Peers(folder, locate, running=lambda: list(owners))
+    web = None
+    if http_port is not None:  # the web interface in the main process (the workers run the matches)
+        web = WebServer(hub, host, http_port)
+        try:
+            await web.start()
+        except OSError as exc:
+            holder.close()
+            await asyncio.to_thread(writer.close)
+            await store.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise CliError(f"{exc}; pick another --http-port, or --no-http") from None
     context = multiprocessing.get_context("spawn")
     procs = [
         context.Process(
@@ -228,6 +250,9 @@ async def serve_workers(
                 f"hosted bots: {', '.join(sorted(hub.hosted))}",
                 flush=True,
             )
+            if web is not None:
+                shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+                print(f"arena: web interface on http://{shown}:{web.port}/", flush=True)
             print("arena: press Ctrl-C to stop", flush=True)
             if ladder is not None:
                 games = ", ".join(repr(ladder_game(g)) for g in ladder.games)
@@ -261,6 +286,8 @@ async def serve_workers(
             await asyncio.to_thread(proc.join)
         if refitter is not None:
             await refitter.stop()
+        if web is not None:
+            await web.stop()
         await asyncio.to_thread(writer.close)
         await store.close()
         shutil.rmtree(folder, ignore_errors=True)
@@ -301,6 +328,7 @@ def worker_state_dir(shared: Path, index: int) -> Path:
 async def _worker(config: WorkerConfig) -> None:
     from arena_bots import hosted_bots
     from arena_bots.registry import BotState
+    from arena_server.api.peers import Peers, peer_address
     from arena_server.api.server import build_server
     from arena_server.ladder.scheduler import Ladder
     from arena_server.matches.hub import Hub
@@ -320,6 +348,11 @@ async def _worker(config: WorkerConfig) -> None:
         os.environ["ARENA_BOT_STATE_DIR"] = str(mine)
         hub.hosted = hosted_bots(BotState(mine))
     server, _ = await build_server(hub, config.host, config.port, reuse_port=True)
+    # The private socket the other processes follow this worker's matches through (spectators, the web).
+    socket_dir = os.path.dirname(config.socket_path)
+    if not server.add_insecure_port(peer_address(socket_dir, config.index)):
+        raise OSError(f"cannot listen on {peer_address(socket_dir, config.index)}")
+    hub.peers = Peers(socket_dir, store.owner, me=config.index)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -122,6 +122,9 @@ class Hub:
         self._next_match: dict[str, list[asyncio.Future[str]]] = {}
         self._warming: dict[str, asyncio.Future[None]] = {}
         """Hosted bot name -> its ``warm_up()`` on a worker thread (done: warm in this process)."""
+        self.peers: Any = None
+        """On a multi-worker server, the other workers (``arena_server.api.peers.Peers``): :meth:`watch`
+        follows a match another process runs through them. None in a single-process server."""
 
     # -- names --------------------------------------------------------------------------------------
 
@@ -531,10 +534,19 @@ class Hub:
         Live matches stream public information only until the end. A spectator
         more than :data:`MAX_SPECTATOR_BACKLOG` events behind gets
         ``("dropped", reason)`` instead and nothing after it. A stored
-        match yields its header and its full record at once.
+        match yields its header and its full record at once. A match another
+        worker process runs (``--workers``) is followed through :attr:`peers`.
         """
         running = self.running.get(match_id)
         if running is None:
+            owner = await self.peers.owner(match_id) if self.peers is not None else None
+            if owner is not None:  # another worker runs it: its feed, relayed (docs/cluster.md)
+                relayed = False
+                async for event in self.peers.watch(owner, match_id, self.store):
+                    relayed = True
+                    yield event
+                if relayed:
+                    return
             stored = await self.store.get_match(match_id) if self.store is not None else None
             if stored is None:
                 raise HubError("unknown_match", f"no match with id {match_id!r}")

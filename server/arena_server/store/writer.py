@@ -137,6 +137,8 @@ class WorkerStore(Store):
         self.lost = asyncio.Event()
         """Set when the main process (the writer) is gone: the worker must stop, nothing can be stored."""
         self._pump = asyncio.ensure_future(self._receive())
+        self.index: int | None = None
+        """This worker's index, once it announced it serves (the writer notes which worker runs each match)."""
 
     @classmethod
     async def connect(cls, path: str, socket_path: str) -> WorkerStore:  # type: ignore[override]
@@ -187,7 +189,7 @@ class WorkerStore(Store):
         return await waiter
 
     async def start_match(self, record: MatchRecord) -> str:
-        match_id = str(await self._call("start", start_rows(record)))
+        match_id = str(await self._call("start", start_rows(record), self.index))
         record.match_id = match_id
         return match_id
 
@@ -206,7 +208,12 @@ class WorkerStore(Store):
 
     async def announce_ready(self, index: int) -> None:
         """Tell the main process that worker ``index`` serves (it prints the address once all do)."""
+        self.index = index
         await self._call("ready", index)
+
+    async def owner(self, match_id: str) -> int | None:
+        """The index of the worker running ``match_id``; None when no worker runs it (stored, or unknown)."""
+        return await self._call("owner", match_id)  # type: ignore[no-any-return]
 
     async def close(self) -> None:
         self._writer.close()
@@ -256,6 +263,10 @@ class StoreWriter:
         """Requests carried out so far (for tests and benchmarks)."""
         self.commits = 0
         """Transactions committed so far: fewer than the requests that write when group commit took several."""
+        self.owners: dict[str, int] = {}
+        """Match id -> the index of the worker that runs it, from its start to its end (spectators are sent there).
+
+        Written by this thread only; the main process's event loop reads it (a dict read is atomic)."""
 
     def start(self) -> StoreWriter:
         """Open the connection, listen on :attr:`socket_path` and start the thread.
@@ -406,18 +417,33 @@ class StoreWriter:
         """What request ``op`` writes, as a function of the connection; or its outcome when it writes nothing."""
         if op == "start":
             rows = args[0]
-            return lambda db: insert_start(db, rows)
+            worker = args[1] if len(args) > 1 else None
+            owners = self.owners
+
+            def start(db: sqlite3.Connection) -> int:
+                match_id = insert_start(db, rows)
+                if worker is not None:
+                    # (noted before the commit: an id whose insert is rolled back is never handed out, and
+                    # a lookup of it finds no such match in that worker, as for any stored match)
+                    owners[str(match_id)] = worker
+                return match_id
+
+            return start
         if op == "finish":
             row, rated, statements = args
             rating = rating_change(rated) if rated is not None else None
+            owners = self.owners
 
             def finish(db: sqlite3.Connection) -> None:
                 db.execute(END_SQL, row)
                 if rating is not None:
                     run_now(rating, db)
                 _run_statements(db, statements)
+                owners.pop(str(row[-1]), None)  # (the row ends with the match's id)
 
             return finish
+        if op == "owner":
+            return True, self.owners.get(str(args[0]))
         if op == "reveal":
             seed = args[0]
 

@@ -111,7 +111,9 @@ class MatchFeed:
             async for kind, payload in self.hub.watch(self.match_id):
                 if kind == "started":
                     live = self.hub.running.get(self.match_id)
-                    self.header = event("header", frames.match_header(payload, live is not None and not live.committed))
+                    # (a match another worker runs is not in this hub: it runs until its end is stored)
+                    running = not live.committed if live is not None else payload.termination is None
+                    self.header = event("header", frames.match_header(payload, running))
                     self._broadcast(self.header)
                 elif kind == "moves":
                     moves, observation = payload
