@@ -62,12 +62,12 @@ def serve_with_web(db: Path) -> tuple[subprocess.Popen[str], int, int]:
     raise AssertionError(f"server did not start: {lines} {close(proc)}")
 
 
-async def watch(address: str, match_id: str) -> list[str]:
+async def watch(address: str, match_id: str = "", game: str = "") -> list[str]:
     """The kinds of the events one spectator receives (an update counted by its moves)."""
     kinds: list[str] = []
     async with grpc.aio.insecure_channel(address) as channel:
         stub = mp_grpc.MatchServiceStub(channel)
-        async for event in stub.WatchMatch(mp.WatchMatchRequest(match_id=match_id), timeout=60):
+        async for event in stub.WatchMatch(mp.WatchMatchRequest(match_id=match_id, game=game), timeout=60):
             kind = event.WhichOneof("kind")
             kinds.extend(["move"] * len(event.update.moves) if kind == "update" else [kind])
     return kinds
@@ -113,6 +113,29 @@ def test_spectators_follow_a_match_from_either_worker_and_the_web(tmp_path: Path
         assert f"/match/{match_id}" in home  # the main process lists the match a worker runs
         assert web_kinds[0] == "header" and web_kinds[-1] == "end", web_kinds
         assert "frame" in web_kinds
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        err = close(proc)
+    assert "arena: stopped" in err, err
+
+
+def test_spectators_of_the_next_match_hear_of_it_whichever_worker_starts_it(tmp_path: Path) -> None:
+    db = tmp_path / "arena.db"
+    proc, port, _http = serve_with_web(db)
+    try:
+
+        async def scenario() -> tuple[Client, list[list[str]]]:
+            watchers = [asyncio.ensure_future(watch(f"127.0.0.{i + 2}:{port}", game="rps")) for i in range(WATCHERS)]
+            await asyncio.sleep(1.0)  # (every spectator is waiting before the match starts)
+            client = Client(SlowScissors(), f"127.0.0.1:{port}", name="next-one", threaded=False)
+            await client.play(opponent="rock", params={"rounds": 40})
+            return client, list(await asyncio.gather(*watchers))
+
+        client, feeds = asyncio.run(scenario())
+        assert client.results[0].termination.name == "NORMAL"
+        for kinds in feeds:  # the match started on one worker; the spectators wait on both
+            assert kinds[0] == "started" and kinds[-1] == "ended", kinds[:3] + kinds[-3:]
     finally:
         proc.terminate()
         proc.wait(30)

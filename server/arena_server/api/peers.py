@@ -27,7 +27,8 @@ import grpc
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import moves_from_proto, observation_from_proto
-from arena_server.store.database import Store
+from arena_server.matches.hub import HubError
+from arena_server.store.database import Store, StoreError
 
 PEER_SOCKET = "worker-{index}.sock"
 """The private socket of worker ``index``, in the directory of the store writer's socket."""
@@ -47,6 +48,8 @@ class Peers:
         me: This process's own worker index (None in the main process, which runs no match).
         running: The ids of the matches the workers run now, when this process can know them
             (the main process, which holds the writer), for the web interface's list.
+        next_match: Wait for the next match of a game that a worker other than the one given starts
+            (the store writer hears of every start); its id.
     """
 
     def __init__(
@@ -55,11 +58,13 @@ class Peers:
         locate: Callable[[str], Awaitable[int | None]],
         me: int | None = None,
         running: Callable[[], list[str]] | None = None,
+        next_match: Callable[[str, int | None], Awaitable[str]] | None = None,
     ) -> None:
         self.socket_dir = socket_dir
         self._locate = locate
         self.me = me
         self._running = running
+        self._next = next_match
 
     def running_ids(self) -> list[str]:
         """The matches other workers run now (newest first); empty where this process cannot know."""
@@ -68,12 +73,20 @@ class Peers:
         return sorted(self._running(), key=lambda m: int(m) if m.isdigit() else 0, reverse=True)
 
     async def owner(self, match_id: str) -> int | None:
-        """The worker that runs ``match_id`` when it is another one than this process; else None."""
+        """The index of the worker that runs ``match_id`` (this one's own included); None when none does."""
         try:
-            index = await self._locate(match_id)
+            return await self._locate(match_id)
         except Exception:  # (the writer is gone: the server is stopping; the match is followed from the store)
             return None
-        return None if index is None or index == self.me else index
+
+    async def next_match(self, game: str) -> str:
+        """The id of the next match of ``game`` that another worker starts (this one's own are the hub's)."""
+        if self._next is None:
+            raise HubError("unknown_match", "this process cannot hear of the other workers' matches")
+        try:
+            return await self._next(game, self.me)
+        except StoreError as exc:
+            raise HubError("stopping", f"the server is shutting down ({exc}); try again when it is back") from None
 
     async def watch(self, index: int, match_id: str, store: Store | None) -> AsyncIterator[tuple[str, Any]]:
         """``Hub.watch``'s events for ``match_id``, which worker ``index`` runs: its own feed, relayed.

@@ -352,7 +352,7 @@ async def _worker(config: WorkerConfig) -> None:
     socket_dir = os.path.dirname(config.socket_path)
     if not server.add_insecure_port(peer_address(socket_dir, config.index)):
         raise OSError(f"cannot listen on {peer_address(socket_dir, config.index)}")
-    hub.peers = Peers(socket_dir, store.owner, me=config.index)
+    hub.peers = Peers(socket_dir, store.owner, me=config.index, next_match=store.next_started)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

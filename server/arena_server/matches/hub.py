@@ -368,10 +368,27 @@ class Hub:
                     await asyncio.shield(self.store.reveal_seed(seed))
 
     async def next_match(self, game: str) -> str:
-        """Wait for the next match of ``game`` to start; return its id."""
+        """Wait for the next match of ``game`` to start; return its id.
+
+        On a multi-worker server, the next one any worker starts: this hub's own, or another's,
+        which the store writer reports (:attr:`peers`).
+        """
         waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._next_match.setdefault(game, []).append(waiter)
-        return await waiter
+        if self.peers is None:
+            return await waiter
+        elsewhere = asyncio.ensure_future(self.peers.next_match(game))
+        try:
+            await asyncio.wait({waiter, elsewhere}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not elsewhere.done():
+                elsewhere.cancel()
+            if not waiter.done():
+                waiter.cancel()
+                waiters = self._next_match.get(game, [])
+                if waiter in waiters:
+                    waiters.remove(waiter)
+        return waiter.result() if waiter.done() and not waiter.cancelled() else elsewhere.result()
 
     async def _run(self, running: RunningMatch, seats: list[Seat], locked: list[RemoteSession]) -> MatchRecord:
         record = running.record
@@ -540,13 +557,20 @@ class Hub:
         running = self.running.get(match_id)
         if running is None:
             owner = await self.peers.owner(match_id) if self.peers is not None else None
-            if owner is not None:  # another worker runs it: its feed, relayed (docs/cluster.md)
+            if owner is not None and owner != self.peers.me:  # another worker runs it: its feed, relayed
                 relayed = False
                 async for event in self.peers.watch(owner, match_id, self.store):
                     relayed = True
                     yield event
                 if relayed:
                     return
+            elif owner is not None:  # this worker's own, stored a moment before it is registered here
+                for _ in range(200):
+                    await asyncio.sleep(0.01)
+                    running = self.running.get(match_id)
+                    if running is not None:
+                        break
+        if running is None:
             stored = await self.store.get_match(match_id) if self.store is not None else None
             if stored is None:
                 raise HubError("unknown_match", f"no match with id {match_id!r}")

@@ -185,8 +185,11 @@ class WorkerStore(Store):
         request_id = self._next
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = waiter
-        await send_message(self._writer, (request_id, op, args))
-        return await waiter
+        try:
+            await send_message(self._writer, (request_id, op, args))
+            return await waiter
+        finally:
+            self._waiting.pop(request_id, None)  # (answered, or no longer awaited: a late answer is dropped)
 
     async def start_match(self, record: MatchRecord) -> str:
         match_id = str(await self._call("start", start_rows(record), self.index))
@@ -210,6 +213,10 @@ class WorkerStore(Store):
         """Tell the main process that worker ``index`` serves (it prints the address once all do)."""
         self.index = index
         await self._call("ready", index)
+
+    async def next_started(self, game: str, worker: int | None) -> str:
+        """The id of the next match of ``game`` that a worker other than ``worker`` starts (waits for it)."""
+        return str(await self._call("next", game, worker))
 
     async def owner(self, match_id: str) -> int | None:
         """The index of the worker running ``match_id``; None when no worker runs it (stored, or unknown)."""
@@ -263,6 +270,9 @@ class StoreWriter:
         """Requests carried out so far (for tests and benchmarks)."""
         self.commits = 0
         """Transactions committed so far: fewer than the requests that write when group commit took several."""
+        self._next: dict[str, list[tuple[socket.socket, int, int | None]]] = {}
+        """Game -> the workers' requests waiting for its next match that another worker starts
+        (connection, request id, the asking worker's index): answered when one starts."""
         self.owners: dict[str, int] = {}
         """Match id -> the index of the worker that runs it, from its start to its end (spectators are sent there).
 
@@ -338,9 +348,13 @@ class StoreWriter:
                         if not alive:
                             selector.unregister(conn)
                             del pending[conn]
+                            self._forget(conn)
                             conn.close()
+                batch = self._waiting_for_next(batch)
                 if batch:
-                    self._answer(batch, self.carry_out(db, [request for _conn, request in batch]))
+                    replies = self.carry_out(db, [request for _conn, request in batch])
+                    self._answer(batch, replies)
+                    self._started(batch, replies)
         except Exception as exc:  # never silently: the workers see their connection close, and stop
             print(f"arena: the store writer failed: {exc!r}", file=sys.stderr, flush=True)
         finally:
@@ -373,6 +387,56 @@ class StoreWriter:
                 raise StoreError(f"not a store request: {type(request).__name__}")
             batch.append((conn, request))
         return True
+
+    def _waiting_for_next(
+        self, batch: list[tuple[socket.socket, tuple[Any, ...]]]
+    ) -> list[tuple[socket.socket, tuple[Any, ...]]]:
+        """Set the batch's "next" requests aside (answered when a match of their game starts); the rest."""
+        rest = []
+        for conn, request in batch:
+            request_id, op, args = request
+            if op == "next":
+                game, worker = args
+                self._next.setdefault(str(game), []).append((conn, request_id, worker))
+            else:
+                rest.append((conn, request))
+        return rest
+
+    def _started(
+        self, batch: list[tuple[socket.socket, tuple[Any, ...]]], replies: list[tuple[int, bool, Any]]
+    ) -> None:
+        """Answer the "next" requests of the games whose matches this batch started (in other workers than theirs)."""
+        if not self._next:
+            return
+        for (_conn, (_request_id, op, args)), (_id, ok, match_id) in zip(batch, replies, strict=True):
+            if op != "start" or not ok:
+                continue
+            game = args[0][0][0]  # (the start rows: the match's values, the game's name first)
+            owner = args[1] if len(args) > 1 else None
+            waiting = self._next.get(game)
+            if not waiting:
+                continue
+            left: list[tuple[socket.socket, int, int | None]] = []
+            for conn, request_id, worker in waiting:
+                if worker is not None and worker == owner:
+                    left.append((conn, request_id, worker))  # (its own hub hears of its own matches)
+                    continue
+                body = _reply_bytes((request_id, True, str(match_id)))
+                with contextlib.suppress(OSError):
+                    conn.sendall(_HEADER.pack(len(body)) + body)
+            if left:
+                self._next[game] = left
+            else:
+                del self._next[game]
+
+    def _forget(self, conn: socket.socket) -> None:
+        """Drop what a worker that is gone was waiting for."""
+        for game in list(self._next):
+            left = [w for w in self._next[game] if w[0] is not conn]
+            if left:
+                self._next[game] = left
+            else:
+                del self._next[game]
 
     def _answer(self, batch: list[tuple[socket.socket, tuple[Any, ...]]], replies: list[tuple[int, bool, Any]]) -> None:
         """Send each connection its replies, in the order it asked (a connection gone meanwhile is skipped)."""
