@@ -56,10 +56,13 @@ def serve_with_web(db: Path) -> tuple[subprocess.Popen[str], int, int]:
         lines.append(proc.stdout.readline())
         if "web interface on http://" in lines[-1]:
             http = int(lines[-1].rsplit(":", 1)[1].strip().rstrip("/"))
-        if "press Ctrl-C" in lines[-1]:
-            assert http, lines
+        if "press Ctrl-C" in lines[-1] and http:
             return proc, port, http
-    raise AssertionError(f"server did not start: {lines} {close(proc)}")
+        if "press Ctrl-C" in lines[-1] or not lines[-1]:
+            break
+    proc.terminate()  # (the main process stops its workers)
+    proc.wait(30)
+    raise AssertionError(f"server did not start with its web interface: {lines} {close(proc)}")
 
 
 async def watch(address: str, match_id: str = "", game: str = "") -> list[str]:

@@ -12,6 +12,7 @@ import tempfile
 import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -180,6 +181,50 @@ async def open_database(path: str, exclusive: bool = True) -> Store:
 
 YOUNG_GC_THRESHOLD = 20_000
 """Allocations between two collections of the youngest generation in a serving process (CPython's default: 700)."""
+
+
+class _OutputThatMayClose:
+    """A text stream whose reader may go away: writes after that are dropped instead of raising.
+
+    A server keeps running after whoever started it stopped reading its output
+    (a closed terminal, a supervisor's pipe, a test that gave up). Its next line
+    would raise ``BrokenPipeError`` wherever it is written: in a signal handler,
+    that kept SIGTERM from stopping the server at all.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.closed_by_reader = False
+
+    def write(self, text: str) -> int:
+        if not self.closed_by_reader:
+            try:
+                return int(self._stream.write(text))
+            except (BrokenPipeError, ConnectionResetError, ValueError):  # (ValueError: the stream was closed)
+                self.closed_by_reader = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_by_reader:
+            try:
+                self._stream.flush()
+            except (BrokenPipeError, ConnectionResetError, ValueError):
+                self.closed_by_reader = True
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer...
+        return getattr(self._stream, name)
+
+
+def keep_running_without_readers() -> None:
+    """Make this process's stdout and stderr drop what nobody reads any more (see :class:`_OutputThatMayClose`).
+
+    For ``arena serve`` and its worker processes: a server must stop cleanly on
+    SIGTERM, and tell its bots, even when its output goes nowhere.
+    """
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _OutputThatMayClose):
+            setattr(sys, name, _OutputThatMayClose(stream))
 
 
 def settle_heap() -> None:

@@ -38,6 +38,7 @@ from arena_server.cli.common import (
     apply_helper_threads,
     check_can_listen,
     check_switch_interval,
+    keep_running_without_readers,
     open_database,
     settle_heap,
     time_control_from_args,
@@ -130,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     # while the event loop runs hot: with Python's 5 ms, a loop that lets go of the GIL more often than
     # that but only for an instant kept them waiting for seconds (docs/performance.md).
     sys.setswitchinterval(args.switch_interval)
+    keep_running_without_readers()  # (a SIGTERM must stop the server even when its output goes nowhere)
     check_can_listen(args.host, args.port, "--port")  # one line now, not gRPC's log after the database opened
     workers = resolve_workers(str(args.workers))
     if workers > 1:

@@ -30,7 +30,12 @@ from pathlib import Path
 from arena_client import TimeControl
 from arena_client._native import status as native_status
 from arena_server.cli import CliError
-from arena_server.cli.common import SWITCH_INTERVAL, apply_helper_threads, settle_heap
+from arena_server.cli.common import (
+    SWITCH_INTERVAL,
+    apply_helper_threads,
+    keep_running_without_readers,
+    settle_heap,
+)
 from arena_server.ladder.scheduler import LadderConfig
 
 
@@ -298,11 +303,14 @@ async def serve_workers(
 def worker_main(config: WorkerConfig) -> None:
     """The entry point of a worker process (spawned)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the loop's handlers are in place
+    keep_running_without_readers()  # (it stops when told, or when the main process is gone, even unread)
     try:
         asyncio.run(_worker(config))
     except Exception as exc:  # one line for the operator; the main process stops the server
         print(f"arena: worker {config.index} failed: {exc}", file=sys.stderr, flush=True)
-        sys.exit(1)
+        # Exit now: a failure can leave threads that would keep the process alive (the database's
+        # connection thread waits for a close that never came; Python waits for it at exit).
+        os._exit(1)
 
 
 def worker_state_dir(shared: Path, index: int) -> Path:
