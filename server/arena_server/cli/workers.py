@@ -26,12 +26,17 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from arena_client import TimeControl
 from arena_client._native import status as native_status
 from arena_server.cli import CliError
 from arena_server.cli.common import SWITCH_INTERVAL, apply_helper_threads, settle_heap
 from arena_server.ladder.scheduler import LadderConfig
+
+if TYPE_CHECKING:
+    from arena_server.matches.hub import Hub
+    from arena_server.store.writer import WorkerStore
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ class WorkerConfig:
     """``--helper-threads``: the scheduling policy of the worker's gRPC helper threads."""
     switch_interval: float = SWITCH_INTERVAL
     """``--switch-interval``: the GIL's switch interval in the worker (seconds)."""
+    uploads_refused: str | None = None
+    """Why submissions are refused (the main process found no sandbox and uploads were not allowed), or None."""
 
 
 def ladder_share(config: LadderConfig, index: int, workers: int) -> LadderConfig:
@@ -169,6 +176,7 @@ async def serve_workers(
                     None if ladder is None else ladder_share(ladder, i, workers),
                     helper_threads,
                     switch_interval,
+                    None if hub.registry is None else hub.registry.uploads_refused,
                 ),
             ),
             name=f"arena-worker-{i}",
@@ -298,6 +306,31 @@ def worker_state_dir(shared: Path, index: int) -> Path:
     return mine
 
 
+async def follow_bot_changes(store: WorkerStore, hub: Hub, index: int) -> None:
+    """Keep a worker's hub up to date with the bots registered and submitted through any worker.
+
+    The store writer tells every worker of each committed registration and accepted submission
+    (:data:`~arena_server.store.writer.BotChange`). A registered name evicts the guests connected here
+    under it, as the worker that registered it does; a new program reloads the registry's programs
+    from the database (one query, after the commit), so the ladder and challenges here seat the
+    newest accepted version. Changes that arrive together cost one reload.
+    """
+    from arena_server.bots.registry import just_registered
+
+    while True:
+        changes = [await store.bot_changes.get()]
+        while not store.bot_changes.empty():
+            changes.append(store.bot_changes.get_nowait())
+        for kind, name in changes:
+            if kind == "registered":
+                hub.evict_guests_named(name, just_registered(name))
+        if hub.registry is not None and any(kind == "programs" for kind, _name in changes):
+            try:
+                await hub.registry.refresh()
+            except Exception as exc:  # (the next change, or a name not known yet, reloads again)
+                print(f"arena: worker {index}: could not reload the submitted bots: {exc!r}", file=sys.stderr)
+
+
 async def _worker(config: WorkerConfig) -> None:
     from arena_bots import hosted_bots
     from arena_bots.registry import BotState
@@ -312,6 +345,7 @@ async def _worker(config: WorkerConfig) -> None:
     if hub.registry is not None:
         if config.data_dir:
             hub.registry.data_dir = Path(config.data_dir).resolve()
+        hub.registry.uploads_refused = config.uploads_refused
         await hub.registry.refresh()
         # Hosted learners (the Liar's Dice tables) keep state between matches. Each worker owns a
         # subdirectory, so two processes never load, update and overwrite the same file.
@@ -332,8 +366,10 @@ async def _worker(config: WorkerConfig) -> None:
     if config.ladder is not None:
         ladder = Ladder(hub, config.ladder, refit=False)  # the main process refits; this one reads
         ladder.start()
+    following = asyncio.ensure_future(follow_bot_changes(store, hub, config.index))
     lost = asyncio.ensure_future(store.lost.wait())
     await asyncio.wait({lost, asyncio.ensure_future(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    following.cancel()
     if store.lost.is_set() and not stop.is_set():
         # The main process died (SIGKILL, crash): nothing can be stored any more, so stop serving; the
         # next start marks the matches left running as aborted.
