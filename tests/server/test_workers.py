@@ -3,7 +3,9 @@
 Proves that matches spread over both worker processes, that the main process
 stores every one (rating effects included) before the bot hears the end
 (commit-before-notify across the process hop), that a shutdown aborts and
-records running matches, and that bad ``--workers`` values get one clear line.
+records running matches, that bad ``--workers`` values get one clear line, and
+that bots register, log in, submit and are seated through any worker (look-alike
+names racing through two workers: exactly one gets in).
 """
 
 from __future__ import annotations

@@ -12,6 +12,14 @@ a self-check: whoever runs the server vouches for it.
 The registry keeps, in memory, the newest accepted version of every subprocess bot so
 that the hub can answer "which games does this bot play" without a query, and turns a
 name into a :class:`~arena_server.seats.subprocess_seat.SubprocessSeat` (:meth:`BotRegistry.seat`).
+
+Every write goes through the store (:meth:`Store.insert_bot <arena_server.store.database.Store.insert_bot>`,
+``reserve_version``, ``set_verdict``), whose one writer runs the checks that read (a look-alike
+name, the version quota and number) inside the write's transaction: the database thread of a
+single-process server, the main process's writer with ``arena serve --workers N``. With several
+workers the in-memory programs of each worker's registry follow the others' submissions through
+the writer's notices (:func:`arena_server.cli.workers.follow_bot_changes` calls :meth:`BotRegistry.refresh`),
+and a name not known yet reloads them too.
 """
 
 from __future__ import annotations

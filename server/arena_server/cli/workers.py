@@ -9,7 +9,12 @@ connection (a remote bot's session and the matches it plays, a
 Writes travel to the main process (:mod:`arena_server.store.writer`) and are
 answered once committed, so the seats hear the end of a match only after it
 is stored. Reads (``GetMatch``, leaderboards) use each worker's own read-only
-connection. See docs/cluster.md for the design and its limits.
+connection. ``RegisterBot`` and ``SubmitBot`` work on any worker: their writes
+go to the main process too, checked inside its transaction, and the main
+process tells every worker of each registration and accepted submission
+(:func:`follow_bot_changes`), so a bot registered through one worker logs in
+on another and its newest version is seated on all of them. See
+docs/cluster.md for the design and its limits.
 """
 
 from __future__ import annotations

@@ -26,6 +26,18 @@ inside the transaction (the Plackett-Luce update), so the journal drops them
 and the writer derives them again from the record with
 :func:`~arena_server.store.ratings.rating_change`, as a single-process hub
 would.
+
+The bot registry's writes (``RegisterBot``, ``SubmitBot``) read inside their
+transaction: the look-alike check before the insert, the version quota and
+the next version number. They are ops of their own (``insert_bot``,
+``reserve_version``, ``verdict``) that run the functions of
+:mod:`arena_server.store.bot_writes` inside the writer's transaction, so two
+workers cannot both pass a check; a refusal comes back as the
+:class:`~arena_server.store.bot_writes.BotWriteRefused` it was. Once such a
+write is committed, the writer tells every worker (:data:`BotChange`, request
+id :data:`NOTICE`), before it answers the one that asked: the workers then
+evict guests under a newly registered name and reload the registry's
+programs (:func:`arena_server.cli.workers.follow_bot_changes`).
 """
 
 from __future__ import annotations
