@@ -294,6 +294,8 @@ def test_bots_register_and_submit_through_any_worker(tmp_path: Path) -> None:
     """
     folder = data_dir()
     db = tmp_path / "arena.db"
+    # (--allow-unsandboxed-uploads: on a kernel without a sandbox the uploads would be refused, by every
+    # worker as by the main process; this test is about the registry, not the sandbox.)
     proc = serve(
         db, "--workers", "2", "--no-ladder", "--host", "0.0.0.0", "--data-dir", str(folder),
         "--allow-unsandboxed-uploads",
