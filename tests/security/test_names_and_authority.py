@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import grpc
 import pytest
@@ -19,10 +21,13 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import duration
 from arena_server.api.authority import MAX_MATCHES_PER_CALLER
+from arena_server.bots.registry import BotRegistry
 from arena_server.cli import main
 from arena_server.store.names import name_key
 from tests.conftest import LiveServer
 from tests.fakes.grpc_bots import RawBot
+
+PLAIN_PYTHON = Path(__file__).resolve().parents[2] / "clients" / "plain_python"
 
 TEN_THOUSAND_YEARS = timedelta(days=365 * 10_000)
 
@@ -309,3 +314,18 @@ async def test_guest_is_not_seated_under_a_name_registered_behind_the_servers_ba
     error = (await squatter.recv_kind("error")).error
     assert error.fatal and "now registered" in error.message
     assert "gina" not in live_server.hub.sessions and await live_server.store.count_matches() == 0
+
+
+async def test_bot_added_behind_the_hubs_back_is_not_seated_without_its_token(live_server: LiveServer) -> None:
+    """A program this hub has not loaded yet (another worker's submission a moment ago, `arena bot add`)
+    is checked against its token like any registered bot, not waved through as unknown."""
+    registry = live_server.hub.registry
+    assert registry is not None
+    elsewhere = BotRegistry(live_server.store, registry.data_dir)  # another process's view of the same bots
+    await elsewhere.add_local("sneaky", f"{sys.executable} bot.py", ["rps"], workdir=str(PLAIN_PYTHON))
+    assert "sneaky" not in registry.programs
+    request = mp.CreateMatchRequest(game="rps", bots=["sneaky", "random"])
+    refused = await _refused(mp_grpc.MatchServiceStub(live_server.channel()).CreateMatch(request))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED, refused
+    assert "'sneaky' is a registered bot; seating it needs its token" in (refused.details() or "")
+    assert await live_server.store.count_matches() == 0

@@ -22,6 +22,7 @@ import pytest
 import arena_bots
 from arena_games import load_game
 from arena_server.matches.hub import Hub
+from arena_server.store.bot_writes import BotWriteRefused, NewBot, NewVersion, Verdict
 from arena_server.store.database import Store, StoreError, decode_moves
 from arena_server.store.writer import StoreWriter, WorkerStore
 
@@ -281,3 +282,49 @@ async def test_a_request_that_ends_the_shared_transaction_leaves_the_others_to_c
     with sqlite3.connect(db) as conn:
         stored = {name for (name,) in conn.execute("SELECT bot_name FROM bot_status")}
     assert stored == {"main", *names}
+
+
+async def test_registry_writes_from_two_workers_check_inside_the_writers_transaction(tmp_path: Path) -> None:
+    """Look-alike names sent together by two workers: one batch, one commit, exactly one name gets in and
+    the other worker gets the registry's refusal itself; a version past the quota is refused the same
+    way; every worker hears of each committed registration and accepted program."""
+    db = tmp_path / "shared.db"
+    async with through_writer(db) as (main, writer, one):
+        other = await WorkerStore.connect(str(db), writer.socket_path)
+        try:
+
+            def bot(name: str) -> NewBot:
+                return NewBot(name, "remote", ("rps",), "0" * 64, "", "2026-01-01T00:00:00+00:00")
+
+            sends = [lambda: one.insert_bot(bot("alike")), lambda: other.insert_bot(bot("ALIKE"))]
+            sends += [lambda i=i: one.insert_bot(bot(f"b-{i}")) for i in range(6)]
+            outcomes = await _held_then_sent(main, sends)
+            refused = [o for o in outcomes if isinstance(o, BaseException)]
+            assert len(refused) == 1 and isinstance(refused[0], BotWriteRefused), outcomes
+            assert (refused[0].code, str(refused[0])) == (
+                "taken",
+                "the name 'ALIKE' looks the same as 'alike', which is already registered; pick another name",
+            )
+            assert writer.commits <= 3, writer.commits  # (8 requests; one at a time they were 8)
+            alike = outcomes[0]
+            assert isinstance(alike, int)
+
+            for version in (1, 2):
+                new = NewVersion(alike, "alike", "./bot", "json", ("rps",), "2026-01-01T00:00:00+00:00", 2)
+                assert await other.reserve_version(new) == version
+            with pytest.raises(BotWriteRefused, match="'alike' already has 2 versions, the limit per bot"):
+                await one.reserve_version(new)
+            await one.set_verdict(Verdict(alike, "alike", 2, "accepted", "ok", ("rps",), "/bots/alike/v2"))
+            await other.set_verdict(Verdict(alike, "alike", 1, "rejected", "no", ("rps",), "/bots/alike/v1"))
+
+            committed = [("registered", "alike"), *(("registered", f"b-{i}") for i in range(6))]
+            for store in (one, other):
+                heard = [store.bot_changes.get_nowait() for _ in range(store.bot_changes.qsize())]
+                assert sorted(heard[:-1]) == sorted(committed) and heard[-1] == ("programs", "alike"), heard
+        finally:
+            await other.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT kind FROM bots WHERE name = 'alike'").fetchone() == ("subprocess",)
+        assert conn.execute("SELECT COUNT(*) FROM bots WHERE name_key = 'alike'").fetchone() == (1,)
+        versions = conn.execute("SELECT version, status FROM bot_versions ORDER BY version").fetchall()
+    assert versions == [(1, "rejected"), (2, "accepted")]

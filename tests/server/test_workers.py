@@ -3,27 +3,39 @@
 Proves that matches spread over both worker processes, that the main process
 stores every one (rating effects included) before the bot hears the end
 (commit-before-notify across the process hop), that a shutdown aborts and
-records running matches, and that bad ``--workers`` values get one clear line.
+records running matches, that bad ``--workers`` values get one clear line, and
+that bots register, log in, submit and are seated through any worker (look-alike
+names racing through two workers: exactly one gets in).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import grpc
 import pytest
 
+from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import bots_pb2 as bp
 from arena.v1 import bots_pb2_grpc as bp_grpc
-from arena_client import Bot, MatchResult, Turn
+from arena.v1 import matches_pb2 as mp
+from arena.v1 import matches_pb2_grpc as mp_grpc
+from arena_client import Bot, MatchResult, Termination, Turn
 from arena_client.remote import Client
+from tests.fakes.grpc_bots import RawBot
 from tests.ladder.test_crash import ROOT, close, serve
+
+PLAIN_BOT = (ROOT / "clients" / "plain_python" / "bot.py").read_bytes()
 
 
 class Scissors(Bot):
@@ -208,20 +220,193 @@ def test_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
         close(first)
 
 
-def test_bots_are_registered_on_a_single_process_server_only(tmp_path: Path) -> None:
-    """A worker's store is read-only: RegisterBot and SubmitBot say so in one line instead of SQLite's error."""
-    proc = serve(tmp_path / "arena.db", "--workers", "2", "--no-ladder", "--no-http")
+def worker_holding(proc: subprocess.Popen[str], address: str, port: int) -> int:
+    """The pid of the worker process that serves the one open connection to ``address:port``.
+
+    The server's end of that connection is the socket in ``/proc/net/tcp`` (or ``tcp6``, as an
+    IPv4-mapped address: gRPC listens on both) whose local address is ``address:port``; its owner is
+    the worker with that socket's inode among its file descriptors.
+    """
+    ipv4 = "".join(f"{int(part):02X}" for part in reversed(address.split(".")))
+    locals_ = {f"{ipv4}:{port:04X}", f"0000000000000000FFFF0000{ipv4}:{port:04X}"}
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[1] in locals_ and fields[3] == "01":  # ESTABLISHED
+                inodes.add(f"socket:[{fields[9]}]")
+    assert len(inodes) == 1, (address, inodes)
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout
+    for pid in map(int, children.split()):
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return pid
+    raise AssertionError(f"no worker of {proc.pid} holds the connection to {address}:{port}")
+
+
+async def on_two_workers(proc: subprocess.Popen[str]) -> list[tuple[grpc.aio.Channel, int]]:
+    """Two channels whose connections landed on different workers, with those workers' pids.
+
+    Each channel has its own address (127.0.0.N) and subchannel pool, so it has its own connection;
+    the kernel picks a worker for each, so a few addresses reach both (all 40 on one: 2^-39).
+    """
+    port = port_of(proc)
+    found: dict[int, grpc.aio.Channel] = {}
+    for n in range(2, 42):
+        address = f"127.0.0.{n}"
+        channel = grpc.aio.insecure_channel(f"{address}:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
+        await bp_grpc.BotServiceStub(channel).ListBots(bp.ListBotsRequest(), timeout=30)  # (connects)
+        pid = worker_holding(proc, address, port)
+        if pid in found:
+            await channel.close()
+        else:
+            found[pid] = channel
+        if len(found) == 2:
+            return [(channel, pid) for pid, channel in found.items()]
+    raise AssertionError(f"every connection landed on worker {list(found)}")
+
+
+def data_dir() -> Path:
+    """A data directory every user can reach (submitted bots run as nobody when the tests run as root)."""
+    folder = Path(tempfile.mkdtemp(prefix="arena-test-data-"))
+    folder.chmod(0o755)
+    return folder
+
+
+async def seated_version(channel: grpc.aio.Channel, name: str, token: str) -> int:
+    """Play ``name`` against ``rock`` over ``channel`` (CreateMatch, its token) and return the version seated."""
+    request = mp.CreateMatchRequest(game="rps", bots=[name, "rock"], wait=True, bot_tokens={name: token})
+    request.params["rounds"].int_value = 3
+    response = await mp_grpc.MatchServiceStub(channel).CreateMatch(request, timeout=60)
+    assert response.record.termination == int(Termination.NORMAL), response.record.reason
+    assert response.record.seats[0].bot_name == name
+    return int(response.record.seats[0].bot_version)
+
+
+def test_bots_register_and_submit_through_any_worker(tmp_path: Path) -> None:
+    """RegisterBot and SubmitBot on a two-worker server: each worker's write is seen by the other at once.
+
+    A name registered through one worker is taken (look-alikes too) and logs in on the other; a guest
+    squatting it on the other is evicted; versions number on across workers; a new version is the one
+    both workers seat; the errors are a single-process server's.
+    """
+    folder = data_dir()
+    db = tmp_path / "arena.db"
+    # (--allow-unsandboxed-uploads: on a kernel without a sandbox the uploads would be refused, by every
+    # worker as by the main process; this test is about the registry, not the sandbox.)
+    proc = serve(
+        db, "--workers", "2", "--no-ladder", "--host", "0.0.0.0", "--data-dir", str(folder),
+        "--allow-unsandboxed-uploads",
+    )  # fmt: skip
+
+    async def scenario() -> None:
+        (one, pid_one), (other, pid_other) = await on_two_workers(proc)
+        assert pid_one != pid_other
+        bots_one, bots_other = bp_grpc.BotServiceStub(one), bp_grpc.BotServiceStub(other)
+
+        # A guest on the other worker holds the name until it is registered through this one.
+        squatter = RawBot(other)
+        joined = (await squatter.hello("crosser", ("rps",))).welcome
+        assert (joined.bot_name, joined.guest) == ("crosser", True)
+        token = (await bots_one.RegisterBot(bp.RegisterBotRequest(name="crosser", games=["rps"]))).token
+        evicted = await squatter.recv_kind("error")
+        assert evicted.error.code == bs.ERROR_CODE_NAME_TAKEN, evicted
+        assert "'crosser' has just been registered by its owner" in evicted.error.message
+
+        for name, same in (("crosser", "is"), ("CROSSER", "looks the same as 'crosser', which is")):
+            with pytest.raises(grpc.aio.AioRpcError) as taken:
+                await bots_other.RegisterBot(bp.RegisterBotRequest(name=name))
+            assert taken.value.code() == grpc.StatusCode.ALREADY_EXISTS
+            assert taken.value.details() == f"the name {name!r} {same} already registered; pick another name"
+
+        # Its token logs in on the other worker; a wrong one is refused there as anywhere.
+        wrong = RawBot(other)
+        await wrong.send(bs.BotMessage(hello=bs.Hello(protocol_version="arena.v1", name="crosser", token="nope")))
+        assert (await wrong.recv()).error.code == bs.ERROR_CODE_UNAUTHENTICATED
+        owner = RawBot(other)
+        await owner.send(bs.BotMessage(hello=bs.Hello(protocol_version="arena.v1", name="crosser", token=token)))
+        welcome = (await owner.recv()).welcome
+        assert welcome.bot_name == "crosser" and not welcome.guest
+        owner.hang_up()
+
+        # Versions number on whichever worker takes the submission.
+        submission = bp.SubmitBotRequest(
+            name="crosser", token=token, filename="bot.py", content=PLAIN_BOT, command="python3 bot.py"
+        )
+        first = await bots_other.SubmitBot(submission, timeout=120)
+        assert (first.verdict, first.version) == (bp.SUBMISSION_VERDICT_ACCEPTED, 1), first.report
+        assert await seated_version(other, "crosser", token) == 1
+        second = await bots_one.SubmitBot(submission, timeout=120)
+        assert (second.verdict, second.version) == (bp.SUBMISSION_VERDICT_ACCEPTED, 2), second.report
+        with pytest.raises(grpc.aio.AioRpcError) as unauthenticated:
+            await bots_other.SubmitBot(bp.SubmitBotRequest(name="crosser", token="nope", content=PLAIN_BOT))
+        assert unauthenticated.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "wrong token for 'crosser'" in str(unauthenticated.value.details())
+
+        # Both workers seat version 2: the other one, which had version 1, was told of it.
+        assert await seated_version(one, "crosser", token) == 2
+        deadline = time.monotonic() + 10
+        while (seated := await seated_version(other, "crosser", token)) != 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert seated == 2
+        for stub in (bots_one, bots_other):
+            listed = next(b for b in (await stub.ListBots(bp.ListBotsRequest())).bots if b.name == "crosser")
+            assert (listed.kind, listed.accepted_version, listed.latest_version) == ("subprocess", 2, 2)
+        for channel in (one, other):
+            await channel.close()
+
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port_of(proc)}") as channel:
-            stub = bp_grpc.BotServiceStub(channel)
-            for call, request in (
-                (stub.RegisterBot, bp.RegisterBotRequest(name="newcomer", games=["rps"])),
-                (stub.SubmitBot, bp.SubmitBotRequest(name="newcomer", token="x", filename="b.py", content=b"")),
-            ):
-                with pytest.raises(grpc.RpcError) as info:
-                    call(request, timeout=30)
-                assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-                assert "--workers 1" in str(info.value.details()), info.value.details()
-                assert "readonly" not in str(info.value.details())
+        asyncio.run(scenario())
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute(
+                "SELECT v.version, v.status FROM bot_versions v JOIN bots b ON b.id = v.bot_id WHERE b.name = ?",
+                ("crosser",),
+            ).fetchall()
+        assert sorted(rows) == [(1, "accepted"), (2, "accepted")]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        close(proc)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_look_alike_names_racing_on_two_workers(tmp_path: Path) -> None:
+    """Look-alike names registered at the same moment through two workers: exactly one of each pair wins.
+
+    The look-alike check and the insert are one transaction of the main process's writer, so the
+    loser gets the single-process refusal, not a second row.
+    """
+    db = tmp_path / "arena.db"
+    proc = serve(db, "--workers", "2", "--no-ladder", "--host", "0.0.0.0")
+
+    async def race() -> None:
+        (one, _), (other, _) = await on_two_workers(proc)
+        stubs = (bp_grpc.BotServiceStub(one), bp_grpc.BotServiceStub(other))
+        for i in range(20):
+            names = (f"racer-{i}", f"RACER-{i}") if i % 2 else (f"RACER-{i}", f"racer-{i}")
+            outcomes = await asyncio.gather(
+                *(stub.RegisterBot(bp.RegisterBotRequest(name=n)) for stub, n in zip(stubs, names, strict=True)),
+                return_exceptions=True,
+            )
+            won = [o.name for o in outcomes if isinstance(o, bp.RegisterBotResponse)]
+            lost = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)]
+            assert len(won) == 1 and len(lost) == 1, outcomes
+            assert lost[0].code() == grpc.StatusCode.ALREADY_EXISTS
+            loser = next(n for n in names if n != won[0])
+            assert lost[0].details() == (
+                f"the name {loser!r} looks the same as {won[0]!r}, which is already registered; pick another name"
+            )
+        for channel in (one, other):
+            await channel.close()
+
+    try:
+        asyncio.run(race())
+        with sqlite3.connect(db) as conn:
+            keys = conn.execute("SELECT name_key, COUNT(*) FROM bots GROUP BY name_key").fetchall()
+        assert sorted(keys) == sorted((f"racer-{i}", 1) for i in range(20))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
     finally:
         close(proc)

@@ -104,6 +104,11 @@ async def authorize_bots(hub: Hub, names: Sequence[str], tokens: Mapping[str, st
             continue
         connected = name in hub.sessions
         submitted = hub.registry is not None and name in hub.registry.programs
+        if not (connected or submitted) and hub.registry is not None:
+            # Not loaded here yet (submitted through another worker a moment ago, or `arena bot add`):
+            # start_match would load and seat it, so it is judged as loaded.
+            await hub.registry.refresh()
+            submitted = name in hub.registry.programs
         if not (connected or submitted):
             continue  # unknown: start_match says so
         if not await owns_bot(hub, name, tokens.get(name, "")):

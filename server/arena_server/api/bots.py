@@ -13,7 +13,7 @@ import grpc
 from arena.v1 import bots_pb2 as bp
 from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena_server.bots.failures import list_failures
-from arena_server.bots.registry import BotRegistry, RegistryError
+from arena_server.bots.registry import BotRegistry, RegistryError, just_registered
 from arena_server.matches.hub import Hub
 from arena_server.seats.framing import Framing
 
@@ -55,17 +55,10 @@ class BotServicer(bp_grpc.BotServiceServicer):
             await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, "this server has no database for bots")
         return self.hub.registry
 
-    async def _writable_registry(self, context: Any) -> BotRegistry:
-        registry = await self._registry(context)
-        refused = registry.store.bot_writes_refused
-        if refused is not None:
-            await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, refused)
-        return registry
-
     async def RegisterBot(  # type: ignore[override]
         self, request: bp.RegisterBotRequest, context: grpc.aio.ServicerContext
     ) -> bp.RegisterBotResponse:
-        registry = await self._writable_registry(context)
+        registry = await self._registry(context)
         name = request.name.strip()
         if name in self.hub.hosted:
             await _abort(context, grpc.StatusCode.ALREADY_EXISTS, f"{name!r} is a hosted reference bot's name")
@@ -74,15 +67,13 @@ class BotServicer(bp_grpc.BotServiceServicer):
         except RegistryError as exc:
             await _abort(context, _CODES[exc.code], str(exc))
         # A guest squatting the name (or a look-alike) leaves now and is never seated as this bot.
-        self.hub.evict_guests_named(
-            name, f"the name {name!r} has just been registered by its owner; reconnect under another name"
-        )
+        self.hub.evict_guests_named(name, just_registered(name))
         return bp.RegisterBotResponse(name=name, token=token)
 
     async def SubmitBot(  # type: ignore[override]
         self, request: bp.SubmitBotRequest, context: grpc.aio.ServicerContext
     ) -> bp.SubmitBotResponse:
-        registry = await self._writable_registry(context)
+        registry = await self._registry(context)
         framing = _FRAMINGS.get(request.framing)
         if framing is None:
             await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"unknown framing {request.framing}")

@@ -12,6 +12,14 @@ a self-check: whoever runs the server vouches for it.
 The registry keeps, in memory, the newest accepted version of every subprocess bot so
 that the hub can answer "which games does this bot play" without a query, and turns a
 name into a :class:`~arena_server.seats.subprocess_seat.SubprocessSeat` (:meth:`BotRegistry.seat`).
+
+Every write goes through the store (:meth:`Store.insert_bot <arena_server.store.database.Store.insert_bot>`,
+``reserve_version``, ``set_verdict``), whose one writer runs the checks that read (a look-alike
+name, the version quota and number) inside the write's transaction: the database thread of a
+single-process server, the main process's writer with ``arena serve --workers N``. With several
+workers the in-memory programs of each worker's registry follow the others' submissions through
+the writer's notices (:func:`arena_server.cli.workers.follow_bot_changes` calls :meth:`BotRegistry.refresh`),
+and a name not known yet reloads them too.
 """
 
 from __future__ import annotations
@@ -27,11 +35,9 @@ import sqlite3
 import string
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-import aiosqlite
 
 from arena_client import SeatInfo, TimeControl
 from arena_games import registered_games
@@ -50,6 +56,7 @@ from arena_server.seats.framing import Framing
 from arena_server.seats.process import BotProgram
 from arena_server.seats.sandbox import Limits
 from arena_server.seats.subprocess_seat import SubprocessSeat
+from arena_server.store.bot_writes import BotWriteRefused, NewBot, NewVersion, Verdict
 from arena_server.store.database import Store, hash_token
 from arena_server.store.names import name_key
 
@@ -188,6 +195,11 @@ def shown_name(name: str) -> str:
     if len(name) <= MAX_NAME_CHARS:
         return repr(name)
     return f"{name[:MAX_NAME_CHARS]!r}... ({len(name)} characters)"
+
+
+def just_registered(name: str) -> str:
+    """What a guest connected under ``name`` (or a look-alike) is told when the name is registered."""
+    return f"the name {name!r} has just been registered by its owner; reconnect under another name"
 
 
 def check_name(name: str) -> str:
@@ -400,31 +412,15 @@ class BotRegistry:
             )
         token = new_token()
         now = datetime.now(UTC).isoformat()
-        key = name_key(name)
-
-        async def insert(conn: aiosqlite.Connection) -> None:
-            query = "SELECT name, name_key FROM bots WHERE name_key = ? OR name_key IS NULL ORDER BY id"
-            async with conn.execute(query, (key,)) as cur:
-                for other, other_key in await cur.fetchall():
-                    if (other_key or name_key(other)) == key:
-                        same = "is" if other == name else f"looks the same as {other!r}, which is"
-                        raise RegistryError("taken", f"the name {name!r} {same} already registered; pick another name")
-            cur = await conn.execute(
-                "INSERT INTO bots (name, kind, games, token_hash, description, created_at, name_key) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (name, kind, json.dumps(list(games)), hash_token(token), description, now, key),
-            )
-            bot_id = cur.lastrowid
-            await cur.close()
-            if program is not None:
-                command, framing, workdir = program
-                await conn.execute(
-                    "INSERT INTO bot_versions (bot_id, version, command, framing, workdir, created_at, status, "
-                    "games) VALUES (?, 1, ?, ?, ?, ?, 'accepted', ?)",
-                    (bot_id, command, str(framing), workdir, now, json.dumps(list(games))),
-                )
-
-        await self.store.local_transaction(insert)  # (the look-alike check and the insert: one transaction)
+        row = NewBot(name, kind, games, hash_token(token), description, now)
+        if program is not None:
+            row = replace(row, command=program[0], framing=str(program[1]), workdir=program[2])
+        try:
+            # The look-alike check and the insert run in one transaction of the store's one writer (the main
+            # process's, with --workers), so two look-alike names registered at once cannot both get in.
+            await self.store.insert_bot(row)
+        except BotWriteRefused as exc:
+            raise RegistryError(exc.code, exc.message) from None
         if program is not None:
             command, framing, workdir = program
             self.programs[name] = RegisteredProgram(name, 1, command, framing, workdir, games)
@@ -464,8 +460,13 @@ class BotRegistry:
         assert row is not None
         bot_id, registered = int(row[0]), tuple(json.loads(row[1]))
         wanted = wanted or registered
-        await self._check_version_quota(bot_id, name)
-        version = await self._reserve_version(bot_id, command, framing, wanted)
+        new = NewVersion(
+            bot_id, name, command, str(framing), wanted, datetime.now(UTC).isoformat(), MAX_VERSIONS_PER_BOT
+        )
+        try:
+            version = await self.store.reserve_version(new)  # (the quota and the number read in its transaction)
+        except BotWriteRefused as exc:
+            raise RegistryError(exc.code, exc.message) from None
         folder = self.data_dir / "bots" / name / f"v{version}"
         try:
             if folder.exists():  # left over from a crash while checking: start clean
@@ -478,11 +479,11 @@ class BotRegistry:
             if fmt is not None:
                 await asyncio.to_thread(_check_format_file, command, folder, self.limits)
         except RegistryError as exc:
-            await self._set_verdict(bot_id, version, "rejected", f"upload refused: {exc}", wanted, str(folder))
+            await self._set_verdict(bot_id, name, version, "rejected", f"upload refused: {exc}", wanted, str(folder))
             shutil.rmtree(folder, ignore_errors=True)
             raise
         except (UploadError, OSError) as exc:
-            await self._set_verdict(bot_id, version, "rejected", f"upload refused: {exc}", wanted, str(folder))
+            await self._set_verdict(bot_id, name, version, "rejected", f"upload refused: {exc}", wanted, str(folder))
             shutil.rmtree(folder, ignore_errors=True)
             if isinstance(exc, UploadError):
                 raise RegistryError("bad_upload", str(exc)) from None
@@ -498,11 +499,10 @@ class BotRegistry:
             first_error = "" if first is None else f"{first.scenario}: {first.detail}"
         if report.hello is not None and not wanted:
             wanted = tuple(g for g in report.hello.games if g in registered_games())
-        await self._set_verdict(bot_id, version, "accepted" if accepted else "rejected", text, wanted, str(folder))
+        status = "accepted" if accepted else "rejected"
+        await self._set_verdict(bot_id, name, version, status, text, wanted, str(folder))
         if accepted:
             self.programs[name] = RegisteredProgram(name, version, command, framing, str(folder), wanted)
-            if row is not None:
-                await self._set_kind(bot_id, "subprocess")
         return SubmissionResult(name, version, accepted, first_error, text, files)
 
     async def add_format_file(
@@ -516,17 +516,6 @@ class BotRegistry:
         except FormatError as exc:
             raise RegistryError("bad_params", str(exc)) from None
         return await self._insert_bot(name, "subprocess", wanted, description, (command, Framing.JSON, workdir))
-
-    async def _check_version_quota(self, bot_id: int, name: str) -> None:
-        async with self.store.conn.execute("SELECT COUNT(*) FROM bot_versions WHERE bot_id = ?", (bot_id,)) as cur:
-            row = await cur.fetchone()
-        count = int(row[0]) if row else 0
-        if count >= MAX_VERSIONS_PER_BOT:
-            raise RegistryError(
-                "quota",
-                f"{name!r} already has {count} versions, the limit per bot; "
-                "ask the server's operator to remove old versions",
-            )
 
     def _check_bytes_quota(self, name: str) -> None:
         """Raise RegistryError when ``name``'s stored versions, or all bots together, exceed their quota."""
@@ -546,35 +535,10 @@ class BotRegistry:
                 f"limit of {MAX_DATA_DIR_BYTES >> 20} MiB for all bots; ask the operator to make room",
             )
 
-    async def _reserve_version(self, bot_id: int, command: str, framing: Framing, games: tuple[str, ...]) -> int:
-        async def reserve(conn: aiosqlite.Connection) -> int:
-            async with conn.execute(
-                "SELECT COALESCE(MAX(version), 0) + 1 FROM bot_versions WHERE bot_id = ?", (bot_id,)
-            ) as cur:
-                row = await cur.fetchone()
-            version = int(row[0]) if row else 1
-            await conn.execute(
-                "INSERT INTO bot_versions (bot_id, version, command, framing, workdir, created_at, status, games) "
-                "VALUES (?, ?, ?, ?, NULL, ?, 'checking', ?)",
-                (bot_id, version, command, str(framing), datetime.now(UTC).isoformat(), json.dumps(list(games))),
-            )
-            return version
-
-        return await self.store.local_transaction(reserve)
-
     async def _set_verdict(
-        self, bot_id: int, version: int, status: str, report: str, games: tuple[str, ...], workdir: str
+        self, bot_id: int, name: str, version: int, status: str, report: str, games: tuple[str, ...], workdir: str
     ) -> None:
-        async with self.store.write_lock:
-            await self.store.conn.execute(
-                "UPDATE bot_versions SET status = ?, check_report = ?, games = ?, workdir = ? "
-                "WHERE bot_id = ? AND version = ?",
-                (status, report, json.dumps(list(games)), workdir, bot_id, version),
-            )
-
-    async def _set_kind(self, bot_id: int, kind: str) -> None:
-        async with self.store.write_lock:
-            await self.store.conn.execute("UPDATE bots SET kind = ? WHERE id = ?", (kind, bot_id))
+        await self.store.set_verdict(Verdict(bot_id, name, version, status, report, games, workdir))
 
     # -- seats --------------------------------------------------------------------------------------
 

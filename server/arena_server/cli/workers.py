@@ -9,7 +9,12 @@ connection (a remote bot's session and the matches it plays, a
 Writes travel to the main process (:mod:`arena_server.store.writer`) and are
 answered once committed, so the seats hear the end of a match only after it
 is stored. Reads (``GetMatch``, leaderboards) use each worker's own read-only
-connection. See docs/cluster.md for the design and its limits.
+connection. ``RegisterBot`` and ``SubmitBot`` work on any worker: their writes
+go to the main process too, checked inside its transaction, and the main
+process tells every worker of each registration and accepted submission
+(:func:`follow_bot_changes`), so a bot registered through one worker logs in
+on another and its newest version is seated on all of them. See
+docs/cluster.md for the design and its limits.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from arena_client import TimeControl
 from arena_client._native import status as native_status
@@ -37,6 +43,10 @@ from arena_server.cli.common import (
     settle_heap,
 )
 from arena_server.ladder.scheduler import LadderConfig
+
+if TYPE_CHECKING:
+    from arena_server.matches.hub import Hub
+    from arena_server.store.writer import WorkerStore
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,8 @@ class WorkerConfig:
     """``--helper-threads``: the scheduling policy of the worker's gRPC helper threads."""
     switch_interval: float = SWITCH_INTERVAL
     """``--switch-interval``: the GIL's switch interval in the worker (seconds)."""
+    uploads_refused: str | None = None
+    """Why submissions are refused (the main process found no sandbox and uploads were not allowed), or None."""
 
 
 def ladder_share(config: LadderConfig, index: int, workers: int) -> LadderConfig:
@@ -196,6 +208,7 @@ async def serve_workers(
                     None if ladder is None else ladder_share(ladder, i, workers),
                     helper_threads,
                     switch_interval,
+                    None if hub.registry is None else hub.registry.uploads_refused,
                 ),
             ),
             name=f"arena-worker-{i}",
@@ -333,6 +346,31 @@ def worker_state_dir(shared: Path, index: int) -> Path:
     return mine
 
 
+async def follow_bot_changes(store: WorkerStore, hub: Hub, index: int) -> None:
+    """Keep a worker's hub up to date with the bots registered and submitted through any worker.
+
+    The store writer tells every worker of each committed registration and accepted submission
+    (:data:`~arena_server.store.writer.BotChange`). A registered name evicts the guests connected here
+    under it, as the worker that registered it does; a new program reloads the registry's programs
+    from the database (one query, after the commit), so the ladder and challenges here seat the
+    newest accepted version. Changes that arrive together cost one reload.
+    """
+    from arena_server.bots.registry import just_registered
+
+    while True:
+        changes = [await store.bot_changes.get()]
+        while not store.bot_changes.empty():
+            changes.append(store.bot_changes.get_nowait())
+        for kind, name in changes:
+            if kind == "registered":
+                hub.evict_guests_named(name, just_registered(name))
+        if hub.registry is not None and any(kind == "programs" for kind, _name in changes):
+            try:
+                await hub.registry.refresh()
+            except Exception as exc:  # (the next change, or a name not known yet, reloads again)
+                print(f"arena: worker {index}: could not reload the submitted bots: {exc!r}", file=sys.stderr)
+
+
 async def _worker(config: WorkerConfig) -> None:
     from arena_bots import hosted_bots
     from arena_bots.registry import BotState
@@ -348,6 +386,7 @@ async def _worker(config: WorkerConfig) -> None:
     if hub.registry is not None:
         if config.data_dir:
             hub.registry.data_dir = Path(config.data_dir).resolve()
+        hub.registry.uploads_refused = config.uploads_refused
         await hub.registry.refresh()
         # Hosted learners (the Liar's Dice tables) keep state between matches. Each worker owns a
         # subdirectory, so two processes never load, update and overwrite the same file.
@@ -373,8 +412,10 @@ async def _worker(config: WorkerConfig) -> None:
     if config.ladder is not None:
         ladder = Ladder(hub, config.ladder, refit=False)  # the main process refits; this one reads
         ladder.start()
+    following = asyncio.ensure_future(follow_bot_changes(store, hub, config.index))
     lost = asyncio.ensure_future(store.lost.wait())
     await asyncio.wait({lost, asyncio.ensure_future(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    following.cancel()
     if store.lost.is_set() and not stop.is_set():
         # The main process died (SIGKILL, crash): nothing can be stored any more, so stop serving; the
         # next start marks the matches left running as aborted.

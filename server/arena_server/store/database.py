@@ -45,6 +45,8 @@ import aiosqlite
 from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import load_game
 from arena_server.referee.records import MatchRecord, MoveLog
+from arena_server.store import bot_writes
+from arena_server.store.bot_writes import NewBot, NewVersion, Verdict
 from arena_server.store.names import name_key
 
 _T = TypeVar("_T")
@@ -376,9 +378,6 @@ def _tc_from_json(text: str) -> TimeControl:
 
 class Store:
     """The Arena database. Create with :meth:`open`; close with :meth:`close`."""
-
-    bot_writes_refused: str | None = None
-    """Why this store cannot register or update bots (a worker's read-only store), or None."""
 
     def __init__(self, conn: aiosqlite.Connection, path: str, lock_fd: int | None) -> None:
         self.conn = conn
@@ -714,6 +713,26 @@ class Store:
             return row[0] if row else None
 
         return await self.read(find)
+
+    async def insert_bot(self, bot: NewBot) -> int:
+        """Register ``bot`` (the look-alike check and the insert in one transaction); its id.
+
+        Raises:
+            BotWriteRefused: ``taken``: a registered name looks the same.
+        """
+        return await self._writes.run(lambda db: bot_writes.insert_bot(db, bot))
+
+    async def reserve_version(self, new: NewVersion) -> int:
+        """Store a submission's next version as ``checking`` (number and quota read in the same transaction).
+
+        Raises:
+            BotWriteRefused: ``quota``: the bot has all the versions it may have.
+        """
+        return await self._writes.run(lambda db: bot_writes.reserve_version(db, new))
+
+    async def set_verdict(self, verdict: Verdict) -> None:
+        """Record a self-check's verdict on a version (an accepted one makes its bot a subprocess bot)."""
+        await self._writes.run(lambda db: bot_writes.set_verdict(db, verdict))
 
 
 class _WriteQueue:

@@ -26,6 +26,18 @@ inside the transaction (the Plackett-Luce update), so the journal drops them
 and the writer derives them again from the record with
 :func:`~arena_server.store.ratings.rating_change`, as a single-process hub
 would.
+
+The bot registry's writes (``RegisterBot``, ``SubmitBot``) read inside their
+transaction: the look-alike check before the insert, the version quota and
+the next version number. They are ops of their own (``insert_bot``,
+``reserve_version``, ``verdict``) that run the functions of
+:mod:`arena_server.store.bot_writes` inside the writer's transaction, so two
+workers cannot both pass a check; a refusal comes back as the
+:class:`~arena_server.store.bot_writes.BotWriteRefused` it was. Once such a
+write is committed, the writer tells every worker (:data:`BotChange`, request
+id :data:`NOTICE`), before it answers the one that asked: the workers then
+evict guests under a newly registered name and reload the registry's
+programs (:func:`arena_server.cli.workers.follow_bot_changes`).
 """
 
 from __future__ import annotations
@@ -48,6 +60,8 @@ from typing import Any
 import aiosqlite
 
 from arena_server.referee.records import MatchRecord, MoveLog
+from arena_server.store import bot_writes
+from arena_server.store.bot_writes import BotWriteRefused, NewBot, NewVersion, Verdict
 from arena_server.store.database import (
     END_SQL,
     REVEAL_SQL,
@@ -66,6 +80,13 @@ from arena_server.store.ratings import is_ratable, rating_change
 Hook = Callable[[aiosqlite.Connection], Awaitable[None]]
 
 _HEADER = struct.Struct("!I")
+NOTICE = 0
+"""The request id of a message the writer sends unasked (a :data:`BotChange`); requests count from 1."""
+
+BotChange = tuple[str, str]
+"""What the writer tells every worker once a registry write is committed: ``("registered", name)`` (a
+name was claimed: guests under it must go) or ``("programs", name)`` (``name`` has a new accepted
+program: reload the registry's programs)."""
 _RATING_TABLES = frozenset({"rated_matches", "rating_pools", "ratings", "rating_pairs"})
 """Tables only a match's rating change writes; the writer derives those statements itself."""
 _TARGET = re.compile(r"\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|UPDATE|DELETE\s+FROM|REPLACE\s+INTO)\s+(\w+)", re.IGNORECASE)
@@ -121,11 +142,6 @@ class WorkerStore(Store):
     Use :meth:`connect`; ``close`` ends both connections.
     """
 
-    bot_writes_refused = (
-        "this server runs several worker processes (arena serve --workers), which register and submit "
-        "no bots; register or submit on a server started with --workers 1 on the same database"
-    )
-
     def __init__(
         self, conn: aiosqlite.Connection, path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
@@ -136,6 +152,8 @@ class WorkerStore(Store):
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self.lost = asyncio.Event()
         """Set when the main process (the writer) is gone: the worker must stop, nothing can be stored."""
+        self.bot_changes: asyncio.Queue[BotChange] = asyncio.Queue()
+        """What the writer committed to the bot registry, for every worker (this one's own writes included)."""
         self._pump = asyncio.ensure_future(self._receive())
         self.index: int | None = None
         """This worker's index, once it announced it serves (the writer notes which worker runs each match)."""
@@ -163,12 +181,15 @@ class WorkerStore(Store):
         try:
             while True:
                 request_id, ok, value = await read_message(self._reader)
+                if request_id == NOTICE:
+                    self.bot_changes.put_nowait(value)
+                    continue
                 waiter = self._waiting.pop(request_id, None)
                 if waiter is not None and not waiter.done():
                     if ok:
                         waiter.set_result(value)
                     else:
-                        waiter.set_exception(StoreError(value))
+                        waiter.set_exception(value if isinstance(value, BotWriteRefused) else StoreError(value))
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
         finally:
@@ -208,6 +229,15 @@ class WorkerStore(Store):
 
     async def run_in_transaction(self, work: Hook) -> None:
         await self._call("transaction", await _journal(work))
+
+    async def insert_bot(self, bot: NewBot) -> int:
+        return int(await self._call("insert_bot", bot))
+
+    async def reserve_version(self, new: NewVersion) -> int:
+        return int(await self._call("reserve_version", new))
+
+    async def set_verdict(self, verdict: Verdict) -> None:
+        await self._call("verdict", verdict)
 
     async def announce_ready(self, index: int) -> None:
         """Tell the main process that worker ``index`` serves (it prints the address once all do)."""
@@ -277,6 +307,8 @@ class StoreWriter:
         """Match id -> the index of the worker that runs it, from its start to its end (spectators are sent there).
 
         Written by this thread only; the main process's event loop reads it (a dict read is atomic)."""
+        self.notices: list[BotChange] = []
+        """Registry changes committed and not yet sent to the workers (:meth:`carry_out` adds, the thread sends)."""
 
     def start(self) -> StoreWriter:
         """Open the connection, listen on :attr:`socket_path` and start the thread.
@@ -353,6 +385,9 @@ class StoreWriter:
                 batch = self._waiting_for_next(batch)
                 if batch:
                     replies = self.carry_out(db, [request for _conn, request in batch])
+                    # Every worker hears of a committed registry change before the one that asked gets its
+                    # answer: a client told "registered" can turn to another worker, which already has it queued.
+                    self._tell_all(list(pending))
                     self._answer(batch, replies)
                     self._started(batch, replies)
         except Exception as exc:  # never silently: the workers see their connection close, and stop
@@ -387,6 +422,19 @@ class StoreWriter:
                 raise StoreError(f"not a store request: {type(request).__name__}")
             batch.append((conn, request))
         return True
+
+    def _tell_all(self, conns: list[socket.socket]) -> None:
+        """Send :attr:`notices` to every worker connected (a connection gone meanwhile is skipped)."""
+        if not self.notices:
+            return
+        data = b"".join(
+            _HEADER.pack(len(body)) + body
+            for body in (pickle.dumps((NOTICE, True, n), protocol=pickle.HIGHEST_PROTOCOL) for n in self.notices)
+        )
+        self.notices = []
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.sendall(data)
 
     def _waiting_for_next(
         self, batch: list[tuple[socket.socket, tuple[Any, ...]]]
@@ -466,6 +514,9 @@ class StoreWriter:
         for (i, _work), outcome in zip(works, done, strict=True):
             outcomes[i] = outcome
         self.commits += commits
+        for request, (ok, _value) in zip(requests, outcomes, strict=True):
+            if ok:
+                self.notices.extend(_bot_changes(request))
         return [_reply(request, outcome) for request, outcome in zip(requests, outcomes, strict=True)]
 
     def _prepared(self, request: tuple[Any, ...]) -> Callable[[sqlite3.Connection], Any] | tuple[bool, Any]:
@@ -518,6 +569,15 @@ class StoreWriter:
         if op == "transaction":
             statements = args[0]
             return lambda db: _run_statements(db, statements)
+        if op == "insert_bot":
+            bot: NewBot = args[0]
+            return lambda db: bot_writes.insert_bot(db, bot)
+        if op == "reserve_version":
+            new: NewVersion = args[0]
+            return lambda db: bot_writes.reserve_version(db, new)
+        if op == "verdict":
+            verdict: Verdict = args[0]
+            return lambda db: bot_writes.set_verdict(db, verdict)
         if op == "ready":
             try:
                 if self._on_ready is not None:
@@ -528,12 +588,29 @@ class StoreWriter:
         return False, f"unknown store request {op!r}"
 
 
+def _bot_changes(request: tuple[Any, ...]) -> list[BotChange]:
+    """What the workers must hear of ``request`` once it is committed (nothing, unless it changed the registry)."""
+    _request_id, op, args = request
+    if op == "insert_bot":
+        bot: NewBot = args[0]
+        return [("registered", bot.name), *([("programs", bot.name)] if bot.command is not None else [])]
+    if op == "verdict" and args[0].status == "accepted":
+        return [("programs", args[0].name)]
+    return []
+
+
 def _reply(request: tuple[Any, ...], outcome: tuple[bool, Any]) -> tuple[int, bool, Any]:
-    """A request's reply: ``(request_id, True, value)``, or ``(request_id, False, what went wrong)``."""
+    """A request's reply: ``(request_id, True, value)``, or ``(request_id, False, what went wrong)``.
+
+    A registry write's refusal (:class:`BotWriteRefused`) travels as itself, so the worker raises the
+    same code and message a single-process server would.
+    """
     request_id, op, _args = request
     ok, value = outcome
     if ok:
         return request_id, True, value
+    if isinstance(value, BotWriteRefused):
+        return request_id, False, value
     if isinstance(value, str):
         return request_id, False, value
     if isinstance(value, (sqlite3.Error, StoreError, OSError)):
