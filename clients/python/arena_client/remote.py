@@ -93,6 +93,9 @@ FIRST_BACKOFF = 0.5
 """The first wait before reconnecting (doubled per failed attempt, with jitter, up to ``max_backoff``)."""
 MAX_ABORTED_IN_A_ROW = 10
 """A challenger stops (ArenaError) when this many matches in a row end aborted on a server that stays up."""
+SERVER_STOPPING: Final = "the server is shutting down; reconnect when it is back"
+"""The details of the status (``UNAVAILABLE``) with which a stopping server ends each bot's stream, after every
+message it had for the bot (the MatchEnded of a match it aborted)."""
 
 
 class ArenaError(Exception):
