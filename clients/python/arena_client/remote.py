@@ -12,7 +12,11 @@ are still answered and the end of a match is still heard.
 
 If the server goes away the client reconnects with exponential back-off; the
 back-off starts again from its shortest wait once the server has welcomed the
-bot again. After ``give_up_after`` seconds without a successful connection it
+bot again. A server that stops on purpose ends the stream itself, after the
+last messages it had for the bot, with the status ``UNAVAILABLE`` and the
+details :data:`SERVER_STOPPING`: the client logs one warning saying so ("the
+server at HOST:PORT is shutting down; reconnecting in 0.4 s") and reconnects
+the same way. After ``give_up_after`` seconds without a successful connection it
 stops with one :class:`ServerUnreachable` message ("cannot reach HOST:PORT
 ...") instead of retrying forever. A match the server aborted (it shut down,
 or could not finish the match) does not count as played: a challenger
@@ -93,6 +97,11 @@ FIRST_BACKOFF = 0.5
 """The first wait before reconnecting (doubled per failed attempt, with jitter, up to ``max_backoff``)."""
 MAX_ABORTED_IN_A_ROW = 10
 """A challenger stops (ArenaError) when this many matches in a row end aborted on a server that stays up."""
+SERVER_STOPPING: Final = "the server is shutting down; reconnect when it is back"
+"""The details of the status (``UNAVAILABLE``) with which a stopping server ends each bot's stream, after every
+message it had for the bot (the MatchEnded of a match it aborted). The client recognises it by its first words,
+:data:`STOPPING_PREFIX`, and says so instead of reporting a broken connection."""
+STOPPING_PREFIX: Final = "the server is shutting down"
 
 
 class ArenaError(Exception):
@@ -105,6 +114,15 @@ class ServerUnreachable(ArenaError):
 
 class _Retry(Exception):
     """The connection dropped (or never came up); reconnect and carry on."""
+
+
+class _ServerStopping(_Retry):
+    """The server ended the stream because it is stopping (on purpose); reconnect once it is back."""
+
+
+def server_is_stopping(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether ``exc`` is how a stopping Arena server ends a bot's stream (:data:`SERVER_STOPPING`)."""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and (exc.details() or "").startswith(STOPPING_PREFIX)
 
 
 def backoff(attempt: int, max_backoff: float) -> float:
@@ -351,16 +369,19 @@ class Client:
                     await self._session(opponent, game, params or {}, matches, seat, time_control, timeout)
                     return self.results
                 except _Retry as exc:
+                    stopping = isinstance(exc, _ServerStopping)
                     if self._welcomed:  # a successful connection: the back-off and the clock start again
                         attempt = 0
                         outage_since = time.monotonic()
                         what = f"lost the connection to {self.target} ({exc})"
                     else:
                         what = f"cannot reach {self.target} ({exc})"
+                    if stopping:  # not a broken connection: the server said it stops on purpose
+                        what = f"the server at {self.target} is shutting down"
                     if not reconnect:
                         if self._welcomed:
                             raise ArenaError(what) from None
-                        raise ServerUnreachable(cannot_reach(self.target, str(exc))) from None
+                        raise ServerUnreachable(what if stopping else cannot_reach(self.target, str(exc))) from None
                     attempt += 1
                     delay = backoff(attempt, max_backoff)
                     down = time.monotonic() - outage_since
@@ -375,8 +396,9 @@ class Client:
                     limit = "" if give_up_after is None else f" (giving up after {give_up_after:g} s)"
                     log.log(
                         level,
-                        "arena_client: %s; retrying in %.1f s%s",
+                        "arena_client: %s; %s in %.1f s%s",
                         what,
+                        "reconnecting" if stopping else "retrying",
                         delay,
                         limit,
                         extra={"retry_delay": delay, "retry_attempt": attempt},
@@ -482,6 +504,8 @@ class Client:
                     inbox.close()
                 await self._close(call)
             except grpc.aio.AioRpcError as exc:
+                if server_is_stopping(exc):
+                    raise _ServerStopping(exc.details()) from None
                 if exc.code() in (
                     grpc.StatusCode.UNAVAILABLE,
                     grpc.StatusCode.CANCELLED,

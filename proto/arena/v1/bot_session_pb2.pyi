@@ -21,6 +21,14 @@ A session, in order:
   ... more matches ...
   server -> Ping / bot -> Pong  at any time while idle
 
+When the server stops on purpose (arena serve gets SIGTERM or Ctrl-C), it
+aborts every running match (each seat gets MatchEnded, termination ABORTED),
+then ends every open stream itself, idle or not, after the last message it
+had for the bot: the stream fails with gRPC status UNAVAILABLE and the
+details "the server is shutting down; reconnect when it is back". Reconnect
+after a pause. Any other failure (UNAVAILABLE with other details, CANCELLED,
+a reset connection) means the connection broke.
+
 Fairness guarantees: in simultaneous games (rps) nothing about the current
 round reaches a seat before every seat has answered or timed out; a seat's
 observation never contains another seat's hidden information; an answer to

@@ -46,7 +46,9 @@ class BotSessionServiceServicer:
 
     def Play(self, request_iterator, context):
         """Opens a bot session. The bot writes BotMessage, the server writes
-        ServerMessage. One session plays its matches one after another.
+        ServerMessage. One session plays its matches one after another. A
+        stopping server ends the stream with UNAVAILABLE, "the server is
+        shutting down; reconnect when it is back" (see above).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -21,6 +21,14 @@ A session, in order:
   ... more matches ...
   server -> Ping / bot -> Pong  at any time while idle
 
+When the server stops on purpose (arena serve gets SIGTERM or Ctrl-C), it
+aborts every running match (each seat gets MatchEnded, termination ABORTED),
+then ends every open stream itself, idle or not, after the last message it
+had for the bot: the stream fails with gRPC status UNAVAILABLE and the
+details "the server is shutting down; reconnect when it is back". Reconnect
+after a pause. Any other failure (UNAVAILABLE with other details, CANCELLED,
+a reset connection) means the connection broke.
+
 Fairness guarantees: in simultaneous games (rps) nothing about the current
 round reaches a seat before every seat has answered or timed out; a seat's
 observation never contains another seat's hidden information; an answer to
@@ -57,7 +65,9 @@ class BotSessionServiceStub:
     def __new__(cls, channel: _aio.Channel) -> BotSessionServiceAsyncStub: ...
     Play: _grpc.StreamStreamMultiCallable[_bot_session_pb2.BotMessage, _bot_session_pb2.ServerMessage]
     """Opens a bot session. The bot writes BotMessage, the server writes
-    ServerMessage. One session plays its matches one after another.
+    ServerMessage. One session plays its matches one after another. A
+    stopping server ends the stream with UNAVAILABLE, "the server is
+    shutting down; reconnect when it is back" (see above).
     """
 
 @_typing.type_check_only
@@ -65,7 +75,9 @@ class BotSessionServiceAsyncStub(BotSessionServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Play: _aio.StreamStreamMultiCallable[_bot_session_pb2.BotMessage, _bot_session_pb2.ServerMessage]  # type: ignore[assignment]
     """Opens a bot session. The bot writes BotMessage, the server writes
-    ServerMessage. One session plays its matches one after another.
+    ServerMessage. One session plays its matches one after another. A
+    stopping server ends the stream with UNAVAILABLE, "the server is
+    shutting down; reconnect when it is back" (see above).
     """
 
 class BotSessionServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -76,7 +88,9 @@ class BotSessionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_bot_session_pb2.ServerMessage], _abc.AsyncIterator[_bot_session_pb2.ServerMessage]]:
         """Opens a bot session. The bot writes BotMessage, the server writes
-        ServerMessage. One session plays its matches one after another.
+        ServerMessage. One session plays its matches one after another. A
+        stopping server ends the stream with UNAVAILABLE, "the server is
+        shutting down; reconnect when it is back" (see above).
         """
 
 def add_BotSessionServiceServicer_to_server(servicer: BotSessionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -12,7 +12,7 @@ import itertools
 import secrets
 import sys
 import time
-from typing import Any
+from typing import Any, Final
 
 import grpc
 
@@ -22,6 +22,7 @@ from arena_client.convert import (
     params_from_proto,
     time_control_from_proto,
 )
+from arena_client.remote import SERVER_STOPPING
 from arena_client.wire import serialize
 from arena_games import registered_games
 from arena_server import __version__
@@ -115,13 +116,21 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
     async def Play(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
         """One bot's stream: :meth:`_serve` it, then close the session, however it ended.
 
+        A stopping server ends the stream itself (:meth:`Hub.end_streams`): once what was queued for the
+        bot is written, the stream ends with :data:`STOPPING_STATUS` and :data:`SERVER_STOPPING`.
+
         The clean-up awaits after the ``try`` rather than in a ``finally``: compiled
         with mypyc, an ``await`` that suspends in a ``finally`` block dropped the
         exception in flight when it came from an awaited future (see
         ``tests/test_native.py``).
         """
         hub = self.hub
+        if hub.streams_ended:  # the server is stopping and has ended every other stream: this one ends now
+            _end_as_shutdown(context)
+            return
         session = RemoteSession(context.write, context.peer())
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        hub.streams[session] = ended
         failure: BaseException | None = None
         try:
             await self._serve(context, session)
@@ -131,16 +140,31 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         if hub.sessions.get(session.name) is session:
             del hub.sessions[session.name]
             hub.session_keys.pop(session.name, None)
-        await session.flush()  # a last fatal Error, if any, within a short deadline
-        await session.stop_writing()
+        try:
+            await session.flush()  # a last fatal Error, or what a stopping server had queued, within a deadline
+            await session.stop_writing()
+        finally:  # (nothing awaited here)
+            del hub.streams[session]
+            ended.set_result(None)
         if failure is not None:
             raise failure
+        if session.stopped_by_server:
+            _end_as_shutdown(context)
 
     async def _serve(self, context: grpc.aio.ServicerContext, session: RemoteSession) -> None:
         """The Hello, then the session's messages until the stream ends (the session is closed by :meth:`Play`)."""
+        loop = asyncio.get_running_loop()
+        # Read in a task of its own, so that a session closed meanwhile (the server stopping) stops waiting.
+        hello = loop.create_task(self._read(context, session))
+        session.on_close = hello.cancel
         try:
             async with asyncio.timeout(HELLO_TIMEOUT):
-                first = await self._read(context, session)
+                first = await hello
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the stream itself is cancelled
+            return  # the session was closed before its Hello
         except TimeoutError:
             reason = f"sent no Hello within {HELLO_TIMEOUT:g}s of opening the stream"
             await session.error(
@@ -151,6 +175,8 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             )
             session.mark_closed(reason)
             return
+        finally:
+            session.on_close = None
         if first is None:
             return
         if first.WhichOneof("kind") != "hello":
@@ -161,9 +187,8 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 fatal=True,
             )
             return
-        if not await self._welcome(session, first.hello):
-            return
-        loop = asyncio.get_running_loop()
+        if not await self._welcome(session, first.hello) or session.is_closed:
+            return  # refused, or closed while its name was being checked (the server stopping)
         reader = loop.create_task(self._read_loop(context, session))
         # The session can also be closed from the writing side (a bot that stops reading): reading stops then.
         session.on_close = reader.cancel
@@ -429,6 +454,21 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             if running.task is not None:
                 await asyncio.wait([running.task])
         await status(bs.ChallengeStatus.STATE_DONE)
+
+
+STOPPING_STATUS: Final = grpc.StatusCode.UNAVAILABLE
+"""The status with which a stopping server ends each bot's stream (details: :data:`SERVER_STOPPING`).
+
+UNAVAILABLE is gRPC's code for a service that is down for now and worth retrying, so a client in any
+language that reconnects on UNAVAILABLE keeps doing so; the details tell it (and the people reading its
+log) that the end was deliberate. It arrives after every message the server wrote to the stream.
+"""
+
+
+def _end_as_shutdown(context: grpc.aio.ServicerContext) -> None:
+    """End the stream, when the handler returns, with the stopping server's status and details."""
+    context.set_code(STOPPING_STATUS)
+    context.set_details(SERVER_STOPPING)
 
 
 class _Pinger:

@@ -90,8 +90,9 @@ async def running_server(
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
     """Start a server for the duration of the block (tests, benchmarks); abort matches on exit.
 
-    After the hub has told every bot and recorded every match, calls still open (a stream the
-    caller kept) get ``grace`` seconds before they are cancelled.
+    After the hub has told every bot and recorded every match, the bots' streams end as a stopping
+    server ends them (:meth:`Hub.end_streams`), within ``grace`` seconds; calls still open after
+    that (another service's) are cancelled.
     """
     server, bound = await build_server(hub, host, port)
     await server.start()
@@ -99,4 +100,5 @@ async def running_server(
         yield server, bound
     finally:
         await hub.shutdown()
+        await hub.end_streams(timeout=grace)
         await server.stop(grace=grace)

@@ -2,8 +2,10 @@
 
 Shutdown (SIGTERM or SIGINT/Ctrl-C): stop taking matches, abort every running
 match (each remote bot gets MatchEnded ``aborted`` with the reason, and each
-match is stored as aborted), stop the ladder, close the streams, close the
-database, exit 0; all within ``--shutdown-grace`` seconds. A second signal exits at
+match is stored as aborted), stop the ladder, end every bot's stream with the
+status ``UNAVAILABLE`` "the server is shutting down; reconnect when it is back"
+(after what was queued for it), close the database, exit 0; all within
+``--shutdown-grace`` seconds. A second signal exits at
 once (status 130); the unfinished matches are then marked aborted at the next
 start.
 
@@ -49,6 +51,10 @@ from arena_server.cli.workers import resolve_workers, serve_workers
 from arena_server.ladder.scheduler import LadderConfig, RatingRefitter
 from arena_server.matches.hub import Hub, flush_log
 from arena_server.web.server import WebServer
+
+STOP_GRACE = 0.1
+"""Seconds the gRPC server's own stop waits, at least, for the streams that :meth:`Hub.end_streams` ended
+(their last status on its way); it cancels what is still open after that."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -256,7 +262,12 @@ async def _serve(
         await refitter.stop()  # the stored ratings are current when the server stops
     if web is not None:
         await web.stop()
-    await server.stop(grace=min(1.0, max(deadline - time.monotonic() - 0.5, 0.0)))
+    # Every bot's stream ends now, as a shutdown: what was queued for it is written first, then the status says
+    # the server is stopping (Hub.end_streams). The transport's own stop then cancels only what is stuck.
+    closing = min(1.0, max(deadline - time.monotonic() - 0.5, 0.0))
+    closed_by = time.monotonic() + closing
+    await hub.end_streams(timeout=closing)
+    await server.stop(grace=max(closed_by - time.monotonic(), STOP_GRACE))
     await store.close()
     flush_log()
     print("arena: stopped", file=sys.stderr, flush=True)

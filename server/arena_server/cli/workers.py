@@ -423,6 +423,7 @@ async def _worker(config: WorkerConfig) -> None:
         if ladder is not None:
             ladder.halt()
         await hub.shutdown("the server stopped", grace=1.0)
+        await hub.end_streams(timeout=0.5)
         await server.stop(grace=0)
         await store.close()
         return
@@ -432,5 +433,6 @@ async def _worker(config: WorkerConfig) -> None:
     if ladder is not None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ladder.stop(), 2.0)
+    await hub.end_streams(timeout=1.0)  # each bot hears that the server is stopping (see cli/serve.py)
     await server.stop(grace=1.0)
     await store.close()

@@ -112,6 +112,11 @@ class Hub:
         """Connected name -> SHA-256 of its session's Welcome.session_token (proof for CreateMatch)."""
         self.running: dict[str, RunningMatch] = {}
         self.stopping = False
+        self.streams: dict[RemoteSession, asyncio.Future[None]] = {}
+        """Every open bot stream's session, welcomed or not, with the future its handler sets when it has ended
+        (``arena_server.api.bot_session``; see :meth:`end_streams`)."""
+        self.streams_ended = False
+        """True once :meth:`end_streams` has run: a bot stream opened after it ends at once, the same way."""
         self._unsettled: list[MatchRecord] = []
         """Voided matches the database refused to mark aborted; retried after its next successful write."""
         self.store_fault: str | None = None
@@ -542,6 +547,24 @@ class Hub:
         if self._unsettled and self.store is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._store_unsettled(), max(deadline - time.monotonic(), 0.1))
+
+    async def end_streams(self, timeout: float = 1.0) -> None:
+        """End the stream of every connected bot, as a stopping server does after :meth:`shutdown`.
+
+        Each session is closed as :meth:`RemoteSession.server_stopping`: its handler writes what is still
+        queued for the bot (the MatchEnded of an aborted match has been written already: :meth:`shutdown`
+        waits for that), then ends the stream with the shutdown's status, so that the bot knows the server
+        stopped on purpose rather than the connection breaking. Bots that are idle or have not said Hello
+        yet are ended the same way. Waits at most ``timeout`` seconds for the handlers (they take
+        milliseconds unless a bot does not read its stream); what is left is for the transport's own stop.
+        """
+        self.streams_ended = True
+        ending = list(self.streams.items())
+        for session, _ended in ending:
+            session.server_stopping(self.stop_reason)
+        waiting = [ended for _session, ended in ending if not ended.done()]
+        if waiting and timeout > 0:
+            await asyncio.wait(waiting, timeout=timeout)
 
     # -- spectators ---------------------------------------------------------------------------------
 

@@ -163,6 +163,9 @@ class RemoteSession:
         """Waiting in :meth:`wait_settled` (a shutdown); nothing is kept per move when nobody waits."""
         self.on_close: Callable[[], object] | None = None
         """Called when the session closes (the stream's handler stops reading then)."""
+        self.stopped_by_server = False
+        """True when a stopping server closed the session (:meth:`server_stopping`): its stream then ends with
+        the shutdown's status instead of OK (``arena_server.api.bot_session``)."""
 
     @property
     def is_settled(self) -> bool:
@@ -432,6 +435,16 @@ class RemoteSession:
         """
         await self.error(bs.ERROR_CODE_NAME_TAKEN, reason, fatal=True)
         self.mark_closed(reason)
+
+    def server_stopping(self, reason: str) -> None:
+        """The server is stopping: close the session, and have its stream end as a shutdown.
+
+        Messages already queued (a MatchEnded, a Ping) are still written before the stream ends. A session
+        already closed for another reason ends as it would have.
+        """
+        if not self.is_closed:
+            self.stopped_by_server = True
+            self.mark_closed(reason)
 
     def mark_closed(self, reason: str) -> None:
         """Close the session (messages already queued are still written); the seated match hears of it."""
