@@ -115,8 +115,9 @@ async def live_server(tmp_path: Path) -> AsyncIterator[LiveServer]:
 
 
 # One Ray head for the whole run (tests/ray_support.py), started by the first test that asks for it and
-# stopped right after the last one that needs it, so that its idle processes do not share the CPUs with
-# the rest of the run; a test needs it when it takes the `ray_head` fixture or carries the `ray_head` mark.
+# told to stop right after the last one that needs it, so that its idle processes do not share the CPUs
+# with the rest of the run (the end of the session waits for it); a test needs it when it takes the
+# `ray_head` fixture or carries the `ray_head` mark.
 _ray_heads = contextlib.ExitStack()
 _ray_head: RayHead | None = None
 _last_ray_head_test: str | None = None
@@ -147,8 +148,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    if item.nodeid == _last_ray_head_test:
-        _stop_ray_head()
+    global _ray_head
+    if item.nodeid == _last_ray_head_test and _ray_head is not None:
+        _ray_head.stop_soon()
+        _ray_head = None
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

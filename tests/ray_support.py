@@ -67,6 +67,11 @@ class RayHead:
         env.update(RAY_ADDRESS=self.address, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token)
         return env
 
+    def stop_soon(self) -> None:
+        """Ask the head to stop now (SIGTERM to ``ray start``); the block of :func:`running_head` waits for it."""
+        with suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+
     def drivers(self) -> set[int]:
         """The process ids of the drivers that have joined this head (from the log files Ray keeps per driver)."""
         pids = set()
@@ -111,6 +116,8 @@ def running_head(cpus: int = 2) -> Iterator[RayHead]:
         "--block",
         "--disable-usage-stats",
         "--include-dashboard=false",
+        "--no-monitor",  # no autoscaler, and no log monitor (the drivers of the tests take no worker logs)
+        "--include-log-monitor=false",
         f"--num-cpus={cpus}",
         f"--port={port}",
         f"--ray-client-server-port={_free_port()}",
