@@ -19,6 +19,7 @@ import arena_bots
 from arena_server.api.server import running_server
 from arena_server.matches.hub import Hub
 from arena_server.store.database import Store
+from tests.ray_support import RayHead, running_head
 
 T = TypeVar("T")
 
@@ -111,3 +112,47 @@ async def live_server(tmp_path: Path) -> AsyncIterator[LiveServer]:
             yield LiveServer(hub, store, port, db)
     finally:
         await store.close()
+
+
+# One Ray head for the whole run (tests/ray_support.py), started by the first test that asks for it and
+# told to stop right after the last one that needs it, so that its idle processes do not share the CPUs
+# with the rest of the run (the end of the session waits for it); a test needs it when it takes the
+# `ray_head` fixture or carries the `ray_head` mark.
+_ray_heads = contextlib.ExitStack()
+_ray_head: RayHead | None = None
+_last_ray_head_test: str | None = None
+
+
+@pytest.fixture
+def ray_head() -> RayHead:
+    """The run's shared Ray head; ``ray_head.environment()`` is the environment of a process that joins it."""
+    global _ray_head
+    pytest.importorskip("ray", reason="the ray extra is not installed (make installs it)")
+    if _ray_head is None:
+        _ray_head = _ray_heads.enter_context(running_head(cpus=len(os.sched_getaffinity(0))))
+    return _ray_head
+
+
+def _stop_ray_head() -> None:
+    global _ray_head
+    _ray_head = None
+    _ray_heads.close()
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    global _last_ray_head_test
+    for item in items:
+        if "ray_head" in getattr(item, "fixturenames", ()) or item.get_closest_marker("ray_head"):
+            _last_ray_head_test = item.nodeid
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    global _ray_head
+    if item.nodeid == _last_ray_head_test and _ray_head is not None:
+        _ray_head.stop_soon()
+        _ray_head = None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _stop_ray_head()  # also after a failure or an interrupt that ended the run early

@@ -24,6 +24,7 @@ import pytest
 from arena_bots.experiments import liars_dice_thesis, rpsls_thesis, tictactoe_lab
 from tests.conftest import in_thread
 from tests.ladder.test_crash import ROOT
+from tests.ray_support import without_ray_address
 
 pytest.importorskip("ray", reason="the ray extra is not installed (make installs it)")
 
@@ -32,8 +33,8 @@ from arena_server.ladder.on_ray import RayPool
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[RayPool]:
-    """One local Ray cluster for every test of this module."""
-    ray_pool = RayPool(None)
+    """One local Ray cluster for every test of this module (``local``: also where RAY_ADDRESS is set)."""
+    ray_pool = RayPool("local")
     try:
         yield ray_pool
     finally:
@@ -83,7 +84,12 @@ def test_liars_dice_thesis_on_ray_writes_the_same_tables(tmp_path: Path, pool: R
 def cli(*argv: str) -> tuple[subprocess.CompletedProcess[str], float]:
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "arena_server.cli", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "arena_server.cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=without_ray_address(),  # the messages below are for an ADDRESS given without RAY_ADDRESS
     )
     return done, time.perf_counter() - start
 

@@ -14,7 +14,10 @@ The convention (also stated in docs/index.md, "How the examples are tested"):
 - Blocks in any other language are not run (unless given a ``file:`` marker).
 - A page whose first line is ``<!-- doc-test: slow -->`` runs only under ``make test-slow``;
   ``<!-- doc-test: ladder -->`` (or ``slow, ladder``) starts the page's server with a small ladder on
-  (``LADDER`` below: 100-round RPS among rock, rotate, beat-last and random, unpaced).
+  (``LADDER`` below: 100-round RPS among rock, rotate, beat-last and random, unpaced);
+  ``<!-- doc-test: ray -->`` runs the page's commands with ``RAY_ADDRESS`` (and the token) of the test run's
+  shared Ray head (``tests/ray_support.py``), so that its ``--ray`` examples join it instead of each starting
+  a local cluster.
 
 Every page gets a fresh temporary working directory and its own real ``arena serve`` on a free port
 (started only when the page has something to run); ``ARENA_SERVER`` holds its address and the
@@ -36,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.ray_support import RayHead
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -268,13 +273,14 @@ def run_block(path: str, block: Block, cwd: Path, env: dict[str, str]) -> None:
         assert result.returncode == 0, _describe(path, block, f"a command failed: {commands}", result)
 
 
-def run_page(page: Page, tmp: Path, serve: bool = True) -> int:
+def run_page(page: Page, tmp: Path, serve: bool = True, ray: RayHead | None = None) -> int:
     """Run a page's blocks in order in a fresh directory under ``tmp``; return how many ran.
 
     Args:
         page: the parsed page.
         tmp: an empty directory for the page's working directory and server.
         serve: start the page's server when it has blocks to run (off for the harness's own checks).
+        ray: a Ray head for the page's commands to join (``RAY_ADDRESS``), for a page flagged ``ray``.
     """
     cwd = tmp / "page"
     cwd.mkdir()
@@ -283,6 +289,8 @@ def run_page(page: Page, tmp: Path, serve: bool = True) -> int:
     def run_all(server: str | None) -> None:
         nonlocal ran
         env = _environment(server)
+        if ray is not None:
+            env = ray.environment(env)
         for block in page.blocks:
             if block.file is not None:
                 target = cwd / block.file
@@ -306,17 +314,18 @@ def _params() -> list[object]:
         name = str(path.relative_to(ROOT))
         first = path.read_text().split("\n", 1)[0]
         flags = _PAGE_FLAGS.match(first)
-        slow = flags is not None and "slow" in re.split(r"[,\s]+", flags.group("flags").lower())
-        params.append(pytest.param(name, id=name, marks=[pytest.mark.slow] if slow else []))
+        named = set(re.split(r"[,\s]+", flags.group("flags").lower())) if flags is not None else set()
+        marks = [mark for flag, mark in (("slow", pytest.mark.slow), ("ray", pytest.mark.ray_head)) if flag in named]
+        params.append(pytest.param(name, id=name, marks=marks))
     return params
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", _params())
-def test_page_blocks_run(name: str, tmp_path: Path) -> None:
+def test_page_blocks_run(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """Every runnable block of the page exits as documented, against the page's own server."""
     page = parse_page((ROOT / name).read_text(), name)
-    run_page(page, tmp_path)
+    run_page(page, tmp_path, ray=request.getfixturevalue("ray_head") if "ray" in page.flags else None)
 
 
 # The harness itself: each check below can fail, so a broken harness cannot pass every page silently.
@@ -390,6 +399,17 @@ def test_runner_writes_files_runs_blocks_and_catches_failures(tmp_path: Path) ->
     (tmp_path / "d").mkdir()
     with pytest.raises(AssertionError, match="python block failed"):
         run_page(bad_python, tmp_path / "d", serve=False)
+
+
+def test_runner_hands_a_ray_page_the_heads_address(tmp_path: Path) -> None:
+    """A page flagged ``ray`` runs with the head's RAY_ADDRESS and token (here a head that is only named)."""
+    head = RayHead("127.0.0.1:1", 2, tmp_path, "0123abcd", 0)
+    page = parse_page('```console\n$ test "$RAY_ADDRESS,$RAY_AUTH_TOKEN" = 127.0.0.1:1,0123abcd\n```\n')
+    (tmp_path / "a").mkdir()
+    assert run_page(page, tmp_path / "a", serve=False, ray=head) == 1
+    (tmp_path / "b").mkdir()
+    with pytest.raises(AssertionError, match="a command failed"):
+        run_page(page, tmp_path / "b", serve=False, ray=RayHead("127.0.0.1:2", 2, tmp_path, "0123abcd", 0))
 
 
 # Links between pages: a relative link must name an existing file, and its #anchor a heading there.

@@ -58,7 +58,8 @@ def _add_ray(parser: argparse.ArgumentParser, what: str) -> None:
         const="",
         default=None,
         metavar="ADDRESS",
-        help=f"run {what} on a Ray cluster (a local one without ADDRESS); needs pip install "
+        help=f"run {what} on a Ray cluster (without ADDRESS: the one in RAY_ADDRESS if set, else a local one); "
+        "needs pip install "
         "'arena[ray]'; the same numbers as without it (docs/cluster.md)",
     )
 

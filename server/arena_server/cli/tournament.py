@@ -54,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         const="",
         default=None,
         metavar="ADDRESS",
-        help="play the matches on a Ray cluster (a local one without ADDRESS); needs pip install 'arena[ray]'; "
+        help="play the matches on a Ray cluster (without ADDRESS: the one in RAY_ADDRESS if set, else a local one); "
+        "needs pip install 'arena[ray]'; "
         "this process stays the only database writer (docs/cluster.md)",
     )
     add_time_control_arguments(p)
@@ -147,7 +148,10 @@ async def _run(args: argparse.Namespace, game: Game, tc: object, state: _State) 
             short = load_game(game.name, **{**game.params, "rounds": 3}) if "rounds" in game.params else game
             await asyncio.to_thread(remote.warm_up, short, tuple(tournament.bots))
             concurrency = max(concurrency, 2 * remote.slots_at_once)  # the round trip to the driver overlaps play
-            print(f"arena: on Ray ({remote.slots_at_once} CPUs), {concurrency} matches at once", file=sys.stderr)
+            print(
+                f"arena: on Ray ({remote.slots_at_once} CPUs, {remote.where}), {concurrency} matches at once",
+                file=sys.stderr,
+            )
         bar = None if args.quiet else ProgressBar(total, "matches")
         try:
             result = await tournament.run(concurrency, _Progress(state, bar), remote)

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from arena_server.ladder.on_ray import RayPool
 
 RAY_HELP = (
-    "run the independent repetitions on a Ray cluster (a local one without ADDRESS); needs pip install "
+    "run the independent repetitions on a Ray cluster (without ADDRESS: the one in RAY_ADDRESS if set, else a "
+    "local one); needs pip install "
     "'arena[ray]'; same numbers as without it; this process keeps the files and the checkpoint (docs/cluster.md)"
 )
 
@@ -47,7 +48,7 @@ def ray_pool(address: str | None, unit: str = "one repetition per task") -> RayP
         pool = RayPool(address or None)
     except RayUnavailable as exc:
         raise CliError(str(exc)) from None
-    print(f"arena: on Ray ({pool.cpus} CPUs), {unit}", file=sys.stderr)
+    print(f"arena: on Ray ({pool.cpus} CPUs, {pool.where}), {unit}", file=sys.stderr)
     return pool
 
 

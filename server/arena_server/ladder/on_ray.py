@@ -11,9 +11,12 @@ back as they finish (:meth:`RayMatches.play` awaits the task's object
 reference), and the driver stores each one (with its tournament link) before
 it counts it on the one progress bar.
 
-Ray runs on a local cluster when no address is given (one worker per CPU), or
-joins an existing cluster (``ray://host:10001`` or ``auto``); every node needs
-Arena installed, as the workers import it to play.
+Without an address Ray joins the cluster named by the environment variable
+``RAY_ADDRESS`` when it is set (Ray's own convention), and otherwise starts a
+local cluster (one worker per CPU); with one it joins that cluster
+(``host:6379``, ``ray://host:10001`` or ``auto``); ``local`` always starts a
+local cluster. Every node needs Arena installed, as the workers import it to
+play.
 """
 
 from __future__ import annotations
@@ -78,12 +81,48 @@ REACH_TIMEOUT = 5.0
 """Seconds for each step of the address check (``ray.init`` alone retries for minutes)."""
 
 
-def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
+ADDRESS_VARIABLE = "RAY_ADDRESS"
+"""The environment variable that points Ray's tools, and ``--ray`` without ADDRESS, at an existing cluster."""
+
+
+def cluster_address(address: str | None) -> tuple[str | None, bool]:
+    """The cluster that ``--ray [ADDRESS]`` joins: ``(address, from_environment)``, address None for a local cluster.
+
+    ADDRESS when given; without it, ``RAY_ADDRESS`` when that is set and not empty
+    (``from_environment`` is then True). ``local`` from either means a local cluster.
+    """
+    from_environment = False
+    if not address:
+        address = os.environ.get(ADDRESS_VARIABLE, "").strip()
+        from_environment = bool(address)
+    if not address or address == "local":
+        return None, False
+    return address, from_environment
+
+
+def _advice(from_environment: bool) -> str:
+    """What to check, for a message about an address that did not work."""
+    if from_environment:
+        return (
+            f"check {ADDRESS_VARIABLE} and that the cluster is running, or unset {ADDRESS_VARIABLE} "
+            "(or give --ray local) for a local cluster"
+        )
+    if os.environ.get(ADDRESS_VARIABLE, "").strip():  # leaving out ADDRESS would join that cluster instead
+        return "check the address and that the cluster is running, or give --ray local for a local cluster"
+    return "check the address and that the cluster is running, or leave out ADDRESS for a local cluster"
+
+
+def _named(address: str, from_environment: bool) -> str:
+    return f"{address} from {ADDRESS_VARIABLE}" if from_environment else address
+
+
+def check_reachable(address: str, timeout: float = REACH_TIMEOUT, from_environment: bool = False) -> None:
     """Check that ``address`` (``host:port`` or ``ray://host:port``) accepts a TCP connection and answers HTTP/2 (gRPC).
 
     Each step (connecting, the answer) has ``timeout`` seconds; ``ray.init`` alone would retry for minutes.
 
     ``auto`` (a cluster found on this machine) and addresses without a port are left to Ray.
+    ``from_environment`` (the address came from ``RAY_ADDRESS``) makes the message name that variable.
 
     Raises:
         RayUnavailable: nothing answers at the address within the timeout.
@@ -111,35 +150,61 @@ def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
         reason = exc.strerror or str(exc)
     if reason:
         raise RayUnavailable(
-            f"cannot reach the Ray cluster at {address} ({reason}); "
-            "check the address and that the cluster is running, or leave out ADDRESS for a local cluster"
+            f"cannot reach the Ray cluster at {_named(address, from_environment)} ({reason}); "
+            + _advice(from_environment)
         )
 
 
-def connect(address: str | None) -> Any:
-    """Import Ray and join the cluster at ``address``, or start a local one (one worker per usable CPU) when None.
+def _refused_token(exc: BaseException) -> bool:
+    """Whether ``ray.init`` failed because the cluster wants an authentication token that this process did not give."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain of causes, bounded
+        if seen is None:
+            return False
+        if type(seen).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def connect(address: str | None) -> tuple[Any, str]:
+    """Import Ray and join a cluster or start a local one; return Ray and which cluster it is, for messages.
+
+    The cluster is the one :func:`cluster_address` names: ``address``, else
+    ``RAY_ADDRESS``, else a local cluster started here with one worker per
+    usable CPU. An address is checked with :func:`check_reachable` first.
 
     Raises:
-        RayUnavailable: Ray is missing or the address cannot be reached.
+        RayUnavailable: Ray is missing, the address cannot be reached or joined, or a local cluster cannot start.
     """
     try:
         import ray
     except ImportError:
         raise RayUnavailable("--ray needs Ray: install the optional extra with pip install 'arena[ray]'") from None
-    if address:
-        check_reachable(address)
+    address, from_environment = cluster_address(address)
+    if address is not None:
+        check_reachable(address, from_environment=from_environment)
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     try:
         if not ray.is_initialized():
-            ray.init(
-                address=address,
-                num_cpus=None if address else len(os.sched_getaffinity(0)),  # local: the CPUs we may use
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
-            )
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}; check the address") from None
-    return ray
+            if address is None:
+                # "local": a new cluster even when RAY_ADDRESS is set or `ray start` ran on this machine
+                ray.init(address="local", num_cpus=len(os.sched_getaffinity(0)), **options)
+            else:
+                ray.init(address=address, **options)
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+        if address is None:
+            raise RayUnavailable(f"cannot start a local Ray cluster: {exc}") from None
+        if _refused_token(exc):
+            raise RayUnavailable(
+                f"the Ray cluster at {_named(address, from_environment)} uses token authentication and refused "
+                "this process: set RAY_AUTH_MODE=token, and give the cluster's token in RAY_AUTH_TOKEN or "
+                "~/.ray/auth_token"
+            ) from None
+        raise RayUnavailable(
+            f"cannot join the Ray cluster at {_named(address, from_environment)}: {exc}; {_advice(from_environment)}"
+        ) from None
+    return ray, "a local cluster" if address is None else f"the cluster at {_named(address, from_environment)}"
 
 
 class RayPool:
@@ -150,12 +215,13 @@ class RayPool:
     """
 
     def __init__(self, address: str | None = None) -> None:
-        """Connect to the cluster at ``address``, or start a local one when None.
+        """Join the cluster at ``address`` (else ``RAY_ADDRESS``), or start a local one (see :func:`connect`).
 
         Raises:
             RayUnavailable: Ray is missing or the address cannot be reached.
         """
-        self.ray: Any = connect(address)
+        self.ray: Any
+        self.ray, self.where = connect(address)
 
     @property
     def cpus(self) -> int:
@@ -171,7 +237,7 @@ class RayPool:
             yield self.ray.get(done[0])
 
     def close(self) -> None:
-        """Disconnect (a local cluster started here stops)."""
+        """Disconnect: a local cluster started here stops, a cluster joined keeps running."""
         self.ray.shutdown()
 
 
@@ -179,12 +245,13 @@ class RayMatches:
     """Plays tournament slots as Ray tasks; ``slots_at_once`` is how many the cluster runs together."""
 
     def __init__(self, address: str | None = None) -> None:
-        """Connect to the cluster at ``address``, or start a local one when None.
+        """Join the cluster at ``address`` (else ``RAY_ADDRESS``), or start a local one (see :func:`connect`).
 
         Raises:
             RayUnavailable: Ray is missing or the address cannot be reached.
         """
-        self.ray: Any = connect(address)
+        self.ray: Any
+        self.ray, self.where = connect(address)
         self._remote = self.ray.remote(num_cpus=1, max_retries=2)(_play_slot)
 
     def warm_up(self, game: Game, bots: tuple[str, ...]) -> None:
@@ -203,5 +270,5 @@ class RayMatches:
         return record
 
     def close(self) -> None:
-        """Disconnect (a local cluster started here stops)."""
+        """Disconnect: a local cluster started here stops, a cluster joined keeps running."""
         self.ray.shutdown()
