@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -68,9 +69,22 @@ class RayHead:
         return env
 
     def stop_soon(self) -> None:
-        """Ask the head to stop now (SIGTERM to ``ray start``); the block of :func:`running_head` waits for it."""
+        """Stop the head now, in a thread of its own that also reaps it; the block of :func:`running_head` waits.
+
+        Reaped at once, ``ray start`` never lingers as a zombie child of the test run (tests that check
+        that no bot process was left unreaped, such as ``test_subprocess_bad_input.py``, count those).
+        """
+        proc = _HEADS.get(self.pid)
+        if proc is None or proc.poll() is not None:
+            return
         with suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM)
+        # A blocking wait reaps it the moment it exits (a wait with a timeout polls, leaving a zombie for
+        # up to 50 ms); a timer kills what is left of its session if it has not exited within the grace.
+        threading.Thread(target=proc.wait, name="ray-head-reaper", daemon=True).start()
+        killer = threading.Timer(STOP_GRACE, _kill_session, args=(proc,))
+        killer.daemon = True
+        killer.start()
 
     def drivers(self) -> set[int]:
         """The process ids of the drivers that have joined this head (from the log files Ray keeps per driver)."""
@@ -87,6 +101,17 @@ def without_ray_address(base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env.pop("RAY_ADDRESS", None)
     return env
+
+
+_HEADS: dict[int, subprocess.Popen[bytes]] = {}
+"""The running heads' ``ray start`` processes, by pid."""
+
+
+def _kill_session(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to what is left of a head's session, unless ``ray start`` has exited (it stopped what it started)."""
+    if proc.returncode is None:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -144,7 +169,9 @@ def running_head(cpus: int = 2) -> Iterator[RayHead]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"the Ray head did not start: {' '.join(command)}\n{log.read_text()[-3000:]}")
             time.sleep(0.1)
+        _HEADS[proc.pid] = proc
         yield RayHead(f"127.0.0.1:{port}", cpus, temp, token, proc.pid)
     finally:
         _stop(proc)
+        _HEADS.pop(proc.pid, None)
         shutil.rmtree(temp, ignore_errors=True)
