@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.ladder.test_crash import ROOT, free_port
+from tests.soak_support import alive, children
 
 
 def start(db: Path, *extra: str) -> subprocess.Popen[str]:
@@ -41,20 +42,6 @@ def start(db: Path, *extra: str) -> subprocess.Popen[str]:
     proc.stdout.close()
     proc.stderr.close()
     return proc
-
-
-def children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] if Path(f"/proc/{pid}").exists() else ""
-    return state not in ("Z", "")
 
 
 def gone_within(pids: list[int], seconds: float) -> list[int]:

@@ -11,32 +11,16 @@ match rated once) and ``arena ratings recompute --check`` agrees.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.ladder.test_soak import RECONNECT_LIMIT, _arena, _register, check_database
-from tests.soak_support import ScriptProcess, ServerProcess, write_sdk_bot
+from tests.soak_support import ScriptProcess, ServerProcess, alive, children, write_sdk_bot
 
 BOTS = ("wsoak-a", "wsoak-b", "wsoak-c", "wsoak-d")
-
-
-def children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.slow
