@@ -241,8 +241,7 @@ async def _serve(
     bots = ", ".join(sorted(hub.hosted))
     print(f"arena: serving on {host}:{bound} (database {db}); hosted bots: {bots}", flush=True)
     if web is not None:
-        shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-        print(f"arena: web interface on http://{shown}:{web.port}/", flush=True)
+        print(f"arena: web interface on {web.url}", flush=True)
     if type(asyncio.get_running_loop()).__module__.startswith("uvloop"):
         print("arena: event loop: uvloop", flush=True)
     print(f"arena: move path: {native_status()}", flush=True)

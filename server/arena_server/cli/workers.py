@@ -269,8 +269,7 @@ async def serve_workers(
                 flush=True,
             )
             if web is not None:
-                shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-                print(f"arena: web interface on http://{shown}:{web.port}/", flush=True)
+                print(f"arena: web interface on {web.url}", flush=True)
             print("arena: press Ctrl-C to stop", flush=True)
             if ladder is not None:
                 games = ", ".join(repr(ladder_game(g)) for g in ladder.games)

@@ -68,6 +68,12 @@ class WebServer:
         self._task = asyncio.ensure_future(server.main_loop())
         return self.port
 
+    @property
+    def url(self) -> str:
+        """Where a browser on this machine reaches the pages (a wildcard host is shown as 127.0.0.1), once started."""
+        shown = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{shown}:{self.port}/"
+
     async def stop(self) -> None:
         """Close the listening socket and the open connections (live streams end)."""
         server, task = self._server, self._task
