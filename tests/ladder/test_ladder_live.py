@@ -286,3 +286,17 @@ async def test_matchmaking_favours_new_bots_then_close_ratings_with_every_pair_r
     close = counts[frozenset(("rotate", "beat-last"))]
     far = counts[frozenset(("rock", "beat-last"))]
     assert close > 2 * far > 0  # rock (far from everyone) still plays, mostly its nearest
+
+
+async def test_matches_are_listed_by_their_ids(live_server: LiveServer) -> None:
+    """``list_matches(ids=...)``: only those matches, newest first, within the limit; no ids, none."""
+    config = LadderConfig([load_game("rps", rounds=5)], concurrency=1, seed=7, bots=("rock", "rotate"))
+    await run_ladder(live_server.hub, config, 4)
+    store = live_server.store
+    every = [r.match_id for r in await store.list_matches(limit=4)]
+    assert len(every) == 4
+    chosen = [every[3], every[1], "not-a-number"]
+    assert [r.match_id for r in await store.list_matches(ids=chosen)] == [every[1], every[3]]
+    assert [r.match_id for r in await store.list_matches(ids=chosen, limit=1)] == [every[1]]
+    assert await store.list_matches(ids=[]) == []
+    assert await store.list_matches(ids=["x"]) == []

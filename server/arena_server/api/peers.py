@@ -67,10 +67,8 @@ class Peers:
         self._next = next_match
 
     def running_ids(self) -> list[str]:
-        """The matches other workers run now (newest first); empty where this process cannot know."""
-        if self._running is None:
-            return []
-        return sorted(self._running(), key=lambda m: int(m) if m.isdigit() else 0, reverse=True)
+        """The matches the workers run now (in no order); empty where this process cannot know."""
+        return [] if self._running is None else self._running()
 
     async def owner(self, match_id: str) -> int | None:
         """The index of the worker that runs ``match_id`` (this one's own included); None when none does."""

@@ -597,7 +597,13 @@ class Store:
         return rows[0] if rows else None
 
     async def list_matches(
-        self, game: str = "", bot: str = "", limit: int = 20, opponent: str = "", before: int = 0
+        self,
+        game: str = "",
+        bot: str = "",
+        limit: int = 20,
+        opponent: str = "",
+        before: int = 0,
+        ids: Sequence[str] | None = None,
     ) -> list[MatchRecord]:
         """Most recent first, without move lists.
 
@@ -607,9 +613,14 @@ class Store:
             limit: At most this many.
             opponent: With ``bot``: only the matches it played against this bot.
             before: Only matches with a smaller id (the next page after the last id shown).
+            ids: Only these matches (ids that are not numbers match none).
         """
         clauses: list[str] = []
         args: list[Any] = []
+        if ids is not None:
+            numbers = [int(i) for i in ids if i.isdigit()]
+            clauses.append(f"m.id IN ({', '.join('?' * len(numbers))})" if numbers else "0")
+            args.extend(numbers)
         if game:
             clauses.append("m.game = ?")
             args.append(game)

@@ -192,10 +192,8 @@ class Site:
         playing = [r for r in self.hub.running.values() if not r.committed][:MATCHES_PER_PAGE]
         live = [frames.match_header(r.record, True) for r in playing]
         if self.hub.peers is not None:  # a multi-worker server: the workers' matches, from the database
-            for match_id in self.hub.peers.running_ids()[: MATCHES_PER_PAGE - len(live)]:
-                record = await store.get_match(match_id, with_moves=False)
-                if record is not None and record.termination is None:
-                    live.append(frames.match_header(record, True))
+            elsewhere = await store.list_matches(ids=self.hub.peers.running_ids(), limit=MATCHES_PER_PAGE - len(live))
+            live += [frames.match_header(r, True) for r in elsewhere if r.termination is None]
         recent = await store.list_matches(limit=20)
         return self.render(
             "index.html",
