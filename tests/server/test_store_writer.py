@@ -24,7 +24,7 @@ from arena_games import load_game
 from arena_server.matches.hub import Hub
 from arena_server.store.bot_writes import BotWriteRefused, NewBot, NewVersion, Verdict
 from arena_server.store.database import Store, StoreError, decode_moves
-from arena_server.store.writer import StoreWriter, WorkerStore
+from arena_server.store.writer import Connected, StoreWriter, WorkerStore
 
 MATCHES = [
     ("rps", {"rounds": 20}, ["beat-last", "random"], "seed-1"),
@@ -328,3 +328,42 @@ async def test_registry_writes_from_two_workers_check_inside_the_writers_transac
         assert conn.execute("SELECT COUNT(*) FROM bots WHERE name_key = 'alike'").fetchone() == (1,)
         versions = conn.execute("SELECT version, status FROM bot_versions ORDER BY version").fetchall()
     assert versions == [(1, "rejected"), (2, "accepted")]
+
+
+async def test_the_directory_of_connected_bots_is_one_for_every_worker(tmp_path: Path) -> None:
+    """A name (or a look-alike) claimed through one worker is refused to every other session; each
+    worker's copy follows the claims and releases; a worker that goes loses its names."""
+    db = tmp_path / "shared.db"
+    async with through_writer(db) as (_main, writer, one):
+        other = await WorkerStore.connect(str(db), writer.socket_path)
+        late = None
+        try:
+            await one.announce_ready(0)
+            await other.announce_ready(1)
+            assert await one.claim_name(Connected("bot", 0, ("rps",), False, "k1")) is None
+            assert await other.claim_name(Connected("BOT", 1, (), True, "k2")) == "bot"
+            assert await other.claim_name(Connected("bot", 1, (), True, "k3")) == "bot"
+            assert await one.claim_name(Connected("bot", 0, ("rps",), False, "k1")) is None  # (its own claim again)
+            assert await other.claim_name(Connected("guest-1", 1, (), True, "k4")) is None
+            for store in (one, other):  # the claimer's answer comes after every worker's notice
+                await asyncio.sleep(0.05)
+                assert sorted(store.directory) == ["bot", "guest-1"], store.directory
+                assert store.directory["bot"] == Connected("bot", 0, ("rps",), False, "k1")
+
+            await other.release_name("bot", "k3")  # another session's key: nothing happens
+            await one.release_name("bot", "k1")
+            assert await other.claim_name(Connected("Bot", 1, (), True, "k5")) is None
+            late = await WorkerStore.connect(str(db), writer.socket_path)
+            await late.announce_ready(2)  # a worker that starts later gets the directory as it stands
+            assert sorted(late.directory) == ["Bot", "guest-1"]
+
+            await other.close()  # worker 1 is gone: its bots are gone from every directory
+            for _ in range(100):
+                if not writer.connected.keys() & {"Bot", "guest-1"} and not one.directory.keys() & {"Bot", "guest-1"}:
+                    break
+                await asyncio.sleep(0.02)
+            assert writer.connected == {} and one.directory == {} and late.directory == {}
+        finally:
+            await other.close()
+            if late is not None:
+                await late.close()

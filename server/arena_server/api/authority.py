@@ -89,6 +89,9 @@ async def owns_bot(hub: Hub, name: str, token: str) -> bool:
     offered = hash_token(token)
     if hub.session_keys.get(name) == offered and name in hub.sessions:
         return True
+    elsewhere = hub.elsewhere(name)  # connected to another worker: the directory holds its session's key
+    if elsewhere is not None and secrets.compare_digest(elsewhere.key, offered):
+        return True
     stored = await hub.store.bot_token_hash(name) if hub.store is not None else None
     return stored is not None and secrets.compare_digest(stored, offered)
 
@@ -102,7 +105,7 @@ async def authorize_bots(hub: Hub, names: Sequence[str], tokens: Mapping[str, st
     for name in dict.fromkeys(names):
         if name in hub.hosted:
             continue
-        connected = name in hub.sessions
+        connected = name in hub.sessions or hub.elsewhere(name) is not None
         submitted = hub.registry is not None and name in hub.registry.programs
         if not (connected or submitted) and hub.registry is not None:
             # Not loaded here yet (submitted through another worker a moment ago, or `arena bot add`):

@@ -37,7 +37,7 @@ from arena_server.bots.registry import RegistryError, check_player_name
 from arena_server.matches.hub import Hub, HubError, RunningMatch
 from arena_server.seats.action_wire import WireAction, bot_message, read_action, wire_action
 from arena_server.seats.remote import MAX_MESSAGE_BYTES, RemoteSession
-from arena_server.store.database import hash_token
+from arena_server.store.database import StoreError, hash_token
 
 PROTOCOL_VERSION = "arena.v1"
 PING_INTERVAL = 20.0
@@ -48,6 +48,8 @@ PONG_BURST = 20
 """Pongs a bot may send that answer no Ping (keep-alives) before :data:`PONG_RATE` applies."""
 PONG_RATE = 1.0
 """Unsolicited pongs per second a bot may send in the long run; a faster bot is disconnected."""
+GUEST_NAME_DRAWS = 8
+"""Guest names a worker draws before it gives up, when other workers' guests hold the ones it drew."""
 
 
 RETRY_LATER = frozenset({"stopping", "store"})
@@ -112,6 +114,8 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
         self._challenge_ids = itertools.count(1)
+        self._claims: dict[RemoteSession, tuple[str, str]] = {}
+        """Each welcomed session's name and key in the directory of a multi-worker server (released at its end)."""
 
     async def Play(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
         """One bot's stream: :meth:`_serve` it, then close the session, however it ended.
@@ -140,6 +144,9 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         if hub.sessions.get(session.name) is session:
             del hub.sessions[session.name]
             hub.session_keys.pop(session.name, None)
+        claim = self._claims.pop(session, None)
+        if claim is not None:  # (the other workers stop offering this bot)
+            hub.spawn(hub.peers.release(*claim))
         try:
             await session.flush()  # a last fatal Error, or what a stopping server had queued, within a deadline
             await session.stop_writing()
@@ -268,11 +275,17 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 session.guest = False
             else:
                 session.guest = True
+        session_token = secrets.token_urlsafe(24)
+        key = hash_token(session_token)
+        if hub.peers is not None:  # several workers: the name must be free on all of them (the writer decides)
+            claimed = await self._claim(session, name, tuple(hello.games), key, drawn=not hello.name.strip())
+            if claimed is None:
+                return False
+            name = claimed
         session.name = name
         session.games = tuple(hello.games)
         hub.sessions[name] = session
-        session_token = secrets.token_urlsafe(24)
-        hub.session_keys[name] = hash_token(session_token)
+        hub.session_keys[name] = key
         await session.send(
             bs.ServerMessage(
                 welcome=bs.Welcome(
@@ -287,6 +300,42 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             )
         )
         return True
+
+    async def _claim(
+        self, session: RemoteSession, name: str, games: tuple[str, ...], key: str, drawn: bool
+    ) -> str | None:
+        """Claim ``name`` in the server's directory of connected bots (a multi-worker server); the name, or None.
+
+        A guest whose ``drawn`` name (it sent none) another worker's guest holds draws again. A bot that
+        chose its name is refused when that name, or a look-alike, is connected to another worker, as it
+        is when it is connected here.
+        """
+        hub = self.hub
+        for _attempt in range(GUEST_NAME_DRAWS):
+            try:
+                taken = await hub.peers.claim(name, games, session.guest, key)
+            except StoreError as exc:
+                await session.error(
+                    bs.ERROR_CODE_UNSPECIFIED,
+                    f"the server could not note the connection ({exc}); try again in a moment",
+                    fatal=True,
+                )
+                return None
+            if taken is None:
+                self._claims[session] = (name, key)
+                return name
+            if not drawn:
+                same = "is already in use by" if taken == name else f"looks the same as {taken!r}, the name of"
+                await session.error(
+                    bs.ERROR_CODE_NAME_TAKEN,
+                    f"the name {name!r} {same} a connected bot; pick another name, or leave it empty to play as a "
+                    "guest",
+                    fatal=True,
+                )
+                return None
+            name = hub.new_guest_name()
+        await session.error(bs.ERROR_CODE_UNSPECIFIED, "could not draw a free guest name; connect again", fatal=True)
+        return None
 
     async def _lookup(self, name: str) -> tuple[str | None, str | None]:
         """The registered bot name ``name`` normalises to (or None), and the token hash of ``name`` (or None)."""

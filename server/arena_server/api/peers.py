@@ -18,8 +18,10 @@ hub itself stays free of gRPC.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -27,8 +29,12 @@ import grpc
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import moves_from_proto, observation_from_proto
-from arena_server.matches.hub import HubError
+from arena_server.matches.hub import Hub, HubError
+from arena_server.referee.answer import Answer
+from arena_server.seats.peer import frame, pack_answer, read_frame
+from arena_server.seats.remote import RemoteSeat, RemoteSession
 from arena_server.store.database import Store, StoreError
+from arena_server.store.writer import Connected
 
 PEER_SOCKET = "worker-{index}.sock"
 """The private socket of worker ``index``, in the directory of the store writer's socket."""
@@ -50,6 +56,11 @@ class Peers:
             (the main process, which holds the writer), for the web interface's list.
         next_match: Wait for the next match of a game that a worker other than the one given starts
             (the store writer hears of every start); its id.
+        directory: The remote bots connected to every worker, by name (the writer's directory, or a
+            worker's copy of it kept by the writer's notices).
+        claim: Add a bot to the directory (a worker, before it welcomes the bot); None, or the name it
+            collides with.
+        release: Take a session's name out of the directory (a worker, when the bot's stream ends).
     """
 
     def __init__(
@@ -59,12 +70,40 @@ class Peers:
         me: int | None = None,
         running: Callable[[], list[str]] | None = None,
         next_match: Callable[[str, int | None], Awaitable[str]] | None = None,
+        directory: Mapping[str, Connected] | None = None,
+        claim: Callable[[Connected], Awaitable[str | None]] | None = None,
+        release: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> None:
         self.socket_dir = socket_dir
         self._locate = locate
         self.me = me
         self._running = running
         self._next = next_match
+        self.directory: Mapping[str, Connected] = {} if directory is None else directory
+        self._claim = claim
+        self._release = release
+
+    def elsewhere(self, name: str) -> Connected | None:
+        """The remote bot connected under ``name`` to another worker than this one (None: none is)."""
+        bot = self.directory.get(name)
+        return None if bot is None or bot.worker == self.me else bot
+
+    def connected(self, name: str) -> bool:
+        """Whether a remote bot is connected under ``name`` to any worker."""
+        return name in self.directory
+
+    async def claim(self, name: str, games: tuple[str, ...], guest: bool, key: str) -> str | None:
+        """Claim ``name`` for a session of this worker; None, or the connected bot's name it collides with."""
+        if self._claim is None or self.me is None:
+            return None
+        return await self._claim(Connected(name, self.me, games, guest, key))
+
+    async def release(self, name: str, key: str) -> None:
+        """Give up session ``key``'s claim on ``name`` (its stream ended); quietly when the writer is gone."""
+        if self._release is None:
+            return
+        with contextlib.suppress(StoreError):  # (the server is stopping: the directory goes with the writer)
+            await self._release(name, key)
 
     def running_ids(self) -> list[str]:
         """The matches the workers run now (in no order); empty where this process cannot know."""
@@ -118,3 +157,74 @@ class Peers:
             if not started and exc.code() == grpc.StatusCode.NOT_FOUND:
                 return  # it ended meanwhile: Hub.watch falls back on the store
             yield "dropped", f"lost the feed from {where}: {exc.details() or exc.code().name}; reload to follow it"
+
+
+async def serve_relay(hub: Hub, path: str) -> asyncio.AbstractServer:
+    """Relay the seats of the bots connected here that other workers' matches seat (:class:`PeerSeat`).
+
+    One connection per relayed seat: the other worker claims the bot, then forwards the seat interface's
+    calls, which a real :class:`RemoteSeat` on the bot's session carries out here.
+    """
+    return await asyncio.start_unix_server(lambda r, w: _relay(hub, r, w), path=path)
+
+
+async def _relay(hub: Hub, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    session: RemoteSession | None = None
+    seat: RemoteSeat | None = None
+    locked = ended = False
+
+    def send(message: object) -> None:
+        if not writer.is_closing():
+            writer.write(frame(message))
+
+    try:
+        _claim, name = await read_frame(reader)
+        session = hub.sessions.get(name)
+        if session is None or session.is_closed:
+            send(("refused", f"{name!r} is no longer connected; it must connect again to be seated"))
+            return
+        if session.busy.locked():
+            session.queued += 1
+            try:
+                send(("queued", session.queued))
+                await session.busy.acquire()
+            finally:
+                session.queued -= 1
+        else:
+            await session.busy.acquire()
+        locked = True
+        send(("claimed",))
+        while True:
+            message = await read_frame(reader)
+            op = message[0]
+            if op == "ask" and seat is not None:
+                turn, moves, timeout = message[1], message[2], message[3]
+                seat.ask_then(turn, moves, timeout, _answering(send, turn.turn_id))
+            elif op == "update" and seat is not None:
+                seat.update(message[1])
+            elif op == "cancel" and seat is not None:
+                seat.cancel_ask()
+            elif op == "start":
+                seat = RemoteSeat(session, message[2])
+                send(("started", pack_answer(await seat.start(message[1]))))
+            elif op == "end" and seat is not None:
+                ended = True
+                await seat.end(message[1])
+                send(("ended",))
+                await writer.drain()
+                return
+    except (asyncio.IncompleteReadError, ConnectionError, OSError):
+        pass  # the refereeing worker closed the relay (the match ended there, or that worker is gone)
+    finally:
+        if seat is not None and not ended:  # (no end came: the bot's next match starts afresh)
+            seat.cancel_ask()
+            if session is not None and session.seat is seat:
+                session.seat = None
+        if locked and session is not None:
+            session.busy.release()
+        writer.close()
+
+
+def _answering(send: Callable[[object], None], turn_id: int) -> Callable[[Answer], None]:
+    """The relay's ``on_answer`` for turn ``turn_id``: the answer goes back to the refereeing worker."""
+    return lambda answer: send(("answer", turn_id, pack_answer(answer)))

@@ -179,7 +179,7 @@ async def serve_workers(
     async def locate(match_id: str) -> int | None:
         return owners.get(match_id)
 
-    hub.peers = Peers(folder, locate, running=lambda: list(owners))
+    hub.peers = Peers(folder, locate, running=lambda: list(owners), directory=writer.connected)
     web = None
     if http_port is not None:  # the web interface in the main process (the workers run the matches)
         web = WebServer(hub, host, http_port)
@@ -373,10 +373,11 @@ async def follow_bot_changes(store: WorkerStore, hub: Hub, index: int) -> None:
 async def _worker(config: WorkerConfig) -> None:
     from arena_bots import hosted_bots
     from arena_bots.registry import BotState
-    from arena_server.api.peers import Peers, peer_address
+    from arena_server.api.peers import Peers, peer_address, serve_relay
     from arena_server.api.server import build_server
     from arena_server.ladder.scheduler import Ladder
     from arena_server.matches.hub import Hub
+    from arena_server.seats.peer import relay_path
     from arena_server.store.writer import WorkerStore
 
     sys.setswitchinterval(config.switch_interval)
@@ -398,7 +399,17 @@ async def _worker(config: WorkerConfig) -> None:
     socket_dir = os.path.dirname(config.socket_path)
     if not server.add_insecure_port(peer_address(socket_dir, config.index)):
         raise OSError(f"cannot listen on {peer_address(socket_dir, config.index)}")
-    hub.peers = Peers(socket_dir, store.owner, me=config.index, next_match=store.next_started)
+    hub.peers = Peers(
+        socket_dir,
+        store.owner,
+        me=config.index,
+        next_match=store.next_started,
+        directory=store.directory,
+        claim=store.claim_name,
+        release=store.release_name,
+    )
+    # The other workers seat the bots connected here through this socket (arena_server.seats.peer).
+    relay = await serve_relay(hub, relay_path(socket_dir, config.index))
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -424,6 +435,7 @@ async def _worker(config: WorkerConfig) -> None:
         await hub.shutdown("the server stopped", grace=1.0)
         await hub.end_streams(timeout=0.5)
         await server.stop(grace=0)
+        relay.close()
         await store.close()
         return
     if ladder is not None:
@@ -434,4 +446,5 @@ async def _worker(config: WorkerConfig) -> None:
             await asyncio.wait_for(ladder.stop(), 2.0)
     await hub.end_streams(timeout=1.0)  # each bot hears that the server is stopping (see cli/serve.py)
     await server.stop(grace=1.0)
+    relay.close()
     await store.close()

@@ -42,6 +42,7 @@ from arena_server.referee.records import COMMIT_FAILED, MatchControl, MatchRecor
 from arena_server.referee.seat import Seat
 from arena_server.referee.seeds import bot_seed, new_seed, seed_hash
 from arena_server.seats.in_process import InProcessSeat, ThreadedInProcessSeat
+from arena_server.seats.peer import PeerSeat, RelayRefused
 from arena_server.seats.remote import RemoteSeat, RemoteSession
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store, StoreError
@@ -134,8 +135,24 @@ class Hub:
     # -- names --------------------------------------------------------------------------------------
 
     def bot_names(self) -> list[str]:
+        """The bots this process can seat itself: hosted, connected here, or registered programs.
+
+        On a multi-worker server each worker's ladder pairs these only (see :meth:`all_bot_names`).
+        """
         programs = self.registry.programs if self.registry is not None else {}
         return sorted(set(self.hosted) | set(self.sessions) | set(programs))
+
+    def all_bot_names(self) -> list[str]:
+        """:meth:`bot_names` and, on a multi-worker server, the remote bots connected to the other workers."""
+        if self.peers is None:
+            return self.bot_names()
+        return sorted(set(self.bot_names()) | set(self.peers.directory))
+
+    def elsewhere(self, name: str) -> Any:
+        """The remote bot connected under ``name`` to another worker (a ``Connected``), when none is here."""
+        if self.peers is None or name in self.sessions:
+            return None
+        return self.peers.elsewhere(name)
 
     def games_of(self, name: str) -> tuple[str, ...] | None:
         """The games a bot plays (empty: any), or None if no such bot is available."""
@@ -143,6 +160,9 @@ class Hub:
             return self.hosted[name].games
         if name in self.sessions:
             return self.sessions[name].games
+        peer = self.elsewhere(name)
+        if peer is not None:
+            return tuple(peer.games)
         if self.registry is not None and name in self.registry.programs:
             return self.registry.programs[name].games
         return None
@@ -191,7 +211,7 @@ class Hub:
         for name in bot_names:
             games = self.games_of(name)
             if games is None:
-                available = ", ".join(self.bot_names()) or "none"
+                available = ", ".join(self.all_bot_names()) or "none"
                 raise HubError("unknown_bot", f"no bot named {name!r} is hosted or connected; available: {available}")
             if games and game.name not in games:
                 raise HubError(
@@ -237,7 +257,8 @@ class Hub:
             raise HubError("bad_params", "a rated match cannot have a chosen seed; leave the seed empty")
         for name in bot_names:
             session = self.sessions.get(name)
-            if session is None or not session.guest:
+            connected = session if session is not None else self.elsewhere(name)
+            if connected is None or not connected.guest:
                 continue
             if rated:
                 raise HubError("bad_params", f"{name!r} is a guest; guests never play rated matches")
@@ -262,6 +283,17 @@ class Hub:
                     # A bot that searches for long on each move thinks on a thread, beside the loop.
                     seat_type = ThreadedInProcessSeat if getattr(bot, "thinks_off_loop", False) else InProcessSeat
                     seats.append(seat_type(bot, SeatInfo(index, name, 1, "hosted")))
+                elif (peer := self.elsewhere(name)) is not None:
+                    # Connected to another worker: that worker relays this seat's turns to it and its answers
+                    # back (arena_server.seats.peer), and holds it to one match at a time as for its own.
+                    if any(isinstance(s, PeerSeat) and s.info.bot_name == name for s in seats):
+                        raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
+                    relayed = PeerSeat(self.peers.socket_dir, peer, SeatInfo(index, name, 1, "remote"))
+                    seats.append(relayed)
+                    try:
+                        await relayed.claim(on_queued)
+                    except RelayRefused as exc:
+                        raise HubError("unknown_bot", str(exc)) from None
                 elif name not in self.sessions and self.registry is not None:
                     seats.append(self.registry.seat(name, index))  # a live session under the name wins
                 else:
@@ -316,7 +348,7 @@ class Hub:
             for session in locked:
                 session.busy.release()
             for seat in seats:
-                if isinstance(seat, SubprocessSeat):
+                if isinstance(seat, (SubprocessSeat, PeerSeat)):
                     await seat.close()
             raise
         running = RunningMatch(record, MatchControl())
@@ -447,7 +479,7 @@ class Hub:
                     session.busy.release()
             await self._settle(running, seats, commit_error)
             for seat in seats:
-                if isinstance(seat, SubprocessSeat):
+                if isinstance(seat, (SubprocessSeat, PeerSeat)):
                     with contextlib.suppress(Exception):
                         await seat.close()
             self.running.pop(record.match_id, None)

@@ -38,6 +38,17 @@ write is committed, the writer tells every worker (:data:`BotChange`, request
 id :data:`NOTICE`), before it answers the one that asked: the workers then
 evict guests under a newly registered name and reload the registry's
 programs (:func:`arena_server.cli.workers.follow_bot_changes`).
+
+The writer also keeps the server's one directory of connected remote bots
+(:attr:`StoreWriter.connected`). A worker claims a bot's name before it
+welcomes the bot (``claim``, refused when the name or a look-alike is
+connected to any worker) and releases it when the stream ends (``release``,
+and every name of a worker whose connection drops). Each change is sent to
+every worker as a notice (:data:`Presence`), so a worker knows, without
+asking, which bots the others have: names stay unique across the whole server,
+a ``CreateMatch`` or a challenge can seat a bot connected to another worker
+(:mod:`arena_server.seats.peer`), and the main process's web interface can say
+whether a bot is connected.
 """
 
 from __future__ import annotations
@@ -55,7 +66,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiosqlite
 
@@ -75,6 +86,7 @@ from arena_server.store.database import (
     run_now,
     start_rows,
 )
+from arena_server.store.names import name_key
 from arena_server.store.ratings import is_ratable, rating_change
 
 Hook = Callable[[aiosqlite.Connection], Awaitable[None]]
@@ -87,6 +99,26 @@ BotChange = tuple[str, str]
 """What the writer tells every worker once a registry write is committed: ``("registered", name)`` (a
 name was claimed: guests under it must go) or ``("programs", name)`` (``name`` has a new accepted
 program: reload the registry's programs)."""
+
+
+class Connected(NamedTuple):
+    """A remote bot connected to one of the workers, as the writer's directory holds it."""
+
+    name: str
+    worker: int
+    """The index of the worker its stream reached (its matches are refereed there or relayed to it)."""
+    games: tuple[str, ...]
+    """The games its Hello named (empty: any)."""
+    guest: bool
+    key: str
+    """SHA-256 of its session's ``Welcome.session_token``: names this session (a release of an older session
+    under the same name is ignored) and proves a ``CreateMatch`` that seats it (a guest's only proof)."""
+
+
+Presence = tuple[str, Any]
+"""What the writer tells every worker when the directory changes: ``("online", Connected)`` or
+``("offline", (name, key))``."""
+
 _RATING_TABLES = frozenset({"rated_matches", "rating_pools", "ratings", "rating_pairs"})
 """Tables only a match's rating change writes; the writer derives those statements itself."""
 _TARGET = re.compile(r"\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|UPDATE|DELETE\s+FROM|REPLACE\s+INTO)\s+(\w+)", re.IGNORECASE)
@@ -157,6 +189,8 @@ class WorkerStore(Store):
         self._pump = asyncio.ensure_future(self._receive())
         self.index: int | None = None
         """This worker's index, once it announced it serves (the writer notes which worker runs each match)."""
+        self.directory: dict[str, Connected] = {}
+        """The remote bots connected to every worker (this one's included), kept by the writer's notices."""
 
     @classmethod
     async def connect(cls, path: str, socket_path: str) -> WorkerStore:  # type: ignore[override]
@@ -182,7 +216,14 @@ class WorkerStore(Store):
             while True:
                 request_id, ok, value = await read_message(self._reader)
                 if request_id == NOTICE:
-                    self.bot_changes.put_nowait(value)
+                    if value[0] == "online":
+                        self.directory[value[1].name] = value[1]
+                    elif value[0] == "offline":
+                        name, key = value[1]
+                        if name in self.directory and self.directory[name].key == key:
+                            del self.directory[name]
+                    else:
+                        self.bot_changes.put_nowait(value)
                     continue
                 waiter = self._waiting.pop(request_id, None)
                 if waiter is not None and not waiter.done():
@@ -242,7 +283,22 @@ class WorkerStore(Store):
     async def announce_ready(self, index: int) -> None:
         """Tell the main process that worker ``index`` serves (it prints the address once all do)."""
         self.index = index
-        await self._call("ready", index)
+        connected: list[Connected] = await self._call("ready", index)
+        # The directory as it stood when the writer read this; the notices after it come in order.
+        self.directory.clear()
+        self.directory.update((c.name, c) for c in connected)
+
+    async def claim_name(self, bot: Connected) -> str | None:
+        """Add ``bot`` to the server's directory; None, or the name of the connected bot it collides with.
+
+        A name is taken when it, or a look-alike (:func:`~arena_server.store.names.name_key`), is connected
+        to any worker under another session.
+        """
+        return await self._call("claim", bot)  # type: ignore[no-any-return]
+
+    async def release_name(self, name: str, key: str) -> None:
+        """Take session ``key``'s ``name`` out of the directory (nothing if another session holds it now)."""
+        await self._call("release", name, key)
 
     async def next_started(self, game: str, worker: int | None) -> str:
         """The id of the next match of ``game`` that a worker other than ``worker`` starts (waits for it)."""
@@ -309,6 +365,12 @@ class StoreWriter:
         Written by this thread only; the main process's event loop reads it (a dict read is atomic)."""
         self.notices: list[BotChange] = []
         """Registry changes committed and not yet sent to the workers (:meth:`carry_out` adds, the thread sends)."""
+        self.connected: dict[str, Connected] = {}
+        """Name -> the remote bot connected under it, on whichever worker (``claim`` and ``release``).
+
+        Written by this thread only; the main process's event loop reads it (the web's "connected")."""
+        self._claimed_on: dict[str, socket.socket] = {}
+        """Name -> the connection of the worker that claimed it (its names go when that connection does)."""
 
     def start(self) -> StoreWriter:
         """Open the connection, listen on :attr:`socket_path` and start the thread.
@@ -380,9 +442,9 @@ class StoreWriter:
                         if not alive:
                             selector.unregister(conn)
                             del pending[conn]
-                            self._forget(conn)
+                            self._forget(conn, list(pending))
                             conn.close()
-                batch = self._waiting_for_next(batch)
+                batch = self._directory(self._waiting_for_next(batch), list(pending))
                 if batch:
                     replies = self.carry_out(db, [request for _conn, request in batch])
                     # Every worker hears of a committed registry change before the one that asked gets its
@@ -425,16 +487,9 @@ class StoreWriter:
 
     def _tell_all(self, conns: list[socket.socket]) -> None:
         """Send :attr:`notices` to every worker connected (a connection gone meanwhile is skipped)."""
-        if not self.notices:
-            return
-        data = b"".join(
-            _HEADER.pack(len(body)) + body
-            for body in (pickle.dumps((NOTICE, True, n), protocol=pickle.HIGHEST_PROTOCOL) for n in self.notices)
-        )
-        self.notices = []
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.sendall(data)
+        if self.notices:
+            notices, self.notices = self.notices, []
+            _send_all(conns, notices)
 
     def _waiting_for_next(
         self, batch: list[tuple[socket.socket, tuple[Any, ...]]]
@@ -477,14 +532,53 @@ class StoreWriter:
             else:
                 del self._next[game]
 
-    def _forget(self, conn: socket.socket) -> None:
-        """Drop what a worker that is gone was waiting for."""
+    def _forget(self, conn: socket.socket, others: list[socket.socket]) -> None:
+        """Drop what a worker that is gone was waiting for, and the names of the bots connected to it."""
         for game in list(self._next):
             left = [w for w in self._next[game] if w[0] is not conn]
             if left:
                 self._next[game] = left
             else:
                 del self._next[game]
+        gone = [name for name, claimer in self._claimed_on.items() if claimer is conn]
+        for name in gone:
+            del self._claimed_on[name]
+            bot = self.connected.pop(name)
+            _send_all(others, [("offline", (name, bot.key))])
+
+    def _directory(
+        self, batch: list[tuple[socket.socket, tuple[Any, ...]]], conns: list[socket.socket]
+    ) -> list[tuple[socket.socket, tuple[Any, ...]]]:
+        """Carry out the batch's ``claim`` and ``release`` requests (no database write); the rest.
+
+        Every worker hears of a change before the one that asked is answered, so a bot welcomed by one
+        worker is already on its way to the others' directories when it can first be named.
+        """
+        rest = []
+        for conn, request in batch:
+            request_id, op, args = request
+            if op == "claim":
+                bot: Connected = args[0]
+                key = name_key(bot.name)
+                taken = next(
+                    (c.name for c in self.connected.values() if name_key(c.name) == key and c.key != bot.key), None
+                )
+                if taken is None:
+                    self.connected[bot.name] = bot
+                    self._claimed_on[bot.name] = conn
+                    _send_all(conns, [("online", bot)])
+                _send_all([conn], [(request_id, True, taken)], notice=False)
+            elif op == "release":
+                name, session_key = args
+                held = self.connected.get(name)
+                if held is not None and held.key == session_key:
+                    del self.connected[name]
+                    self._claimed_on.pop(name, None)
+                    _send_all(conns, [("offline", (name, session_key))])
+                _send_all([conn], [(request_id, True, None)], notice=False)
+            else:
+                rest.append((conn, request))
+        return rest
 
     def _answer(self, batch: list[tuple[socket.socket, tuple[Any, ...]]], replies: list[tuple[int, bool, Any]]) -> None:
         """Send each connection its replies, in the order it asked (a connection gone meanwhile is skipped)."""
@@ -584,8 +678,17 @@ class StoreWriter:
                     self._on_ready(args[0])
             except Exception as exc:  # (the main loop is closing)
                 return False, f"the main process could not take the worker's readiness: {exc!r}"
-            return True, None
+            return True, list(self.connected.values())  # (the directory so far; notices follow in order)
         return False, f"unknown store request {op!r}"
+
+
+def _send_all(conns: list[socket.socket], messages: list[Any], notice: bool = True) -> None:
+    """Send ``messages`` to each of ``conns`` (as notices, or as ready-made replies); a connection gone is skipped."""
+    bodies = (pickle.dumps((NOTICE, True, m) if notice else m, protocol=pickle.HIGHEST_PROTOCOL) for m in messages)
+    data = b"".join(_HEADER.pack(len(body)) + body for body in bodies)
+    for conn in conns:
+        with contextlib.suppress(OSError):
+            conn.sendall(data)
 
 
 def _bot_changes(request: tuple[Any, ...]) -> list[BotChange]:

@@ -200,7 +200,7 @@ class Site:
             pools=pools,
             live=live,
             recent=[self._match_row(r) for r in recent],
-            bots=self.hub.bot_names(),
+            bots=self.hub.all_bot_names(),
         )
 
     async def _leader_table(self, request: Request, info: ls.PoolInfo) -> dict[str, Any]:
@@ -275,7 +275,7 @@ class Site:
         details = await bot_details(store, name)
         standings = await ls.bot_standings(conn, name)
         recent = await store.list_matches(bot=name, limit=20)
-        if hosted is None and details is None and not standings and not recent and name not in self.hub.sessions:
+        if hosted is None and details is None and not standings and not recent and not self._connected(name):
             raise PageError(404, f"no bot named {name!r} has played here or is registered; see the leaderboards")
         failures = await list_failures(conn, name, 20)
         pool = request.query_params.get("pool") or (standings[0].pool if standings else "")
@@ -309,8 +309,13 @@ class Site:
             failures=failures,
             recent=[self._match_row(r, name) for r in recent],
             paused=paused,
-            connected=name in self.hub.sessions,
+            connected=self._connected(name),
         )
+
+    def _connected(self, name: str) -> bool:
+        """Whether a remote bot is connected under ``name`` (to any worker of a multi-worker server)."""
+        peers = self.hub.peers
+        return name in self.hub.sessions or (peers is not None and peers.connected(name))
 
     def _bot_facts(self, name: str, details: Any) -> dict[str, str]:
         hosted = self.hub.hosted.get(name)

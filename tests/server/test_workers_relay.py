@@ -1,0 +1,289 @@
+"""Remote bots on different workers of ``arena serve --workers 2`` play each other, and a name is the server's.
+
+The kernel hands each connection to one worker. The store writer keeps the one
+directory of connected bots, so a name connected to one worker is refused on
+every other, the main process's web interface knows who is connected, and a
+challenge or a ``CreateMatch`` seats a bot connected to another worker through
+that worker's relay (``arena_server.seats.peer``). Real server processes, real
+SDK bots connecting from many addresses (so both workers are reached), real
+``CreateMatch`` calls and real HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+
+from arena.v1 import common_pb2 as common
+from arena.v1 import matches_pb2 as mp
+from arena.v1 import matches_pb2_grpc as mp_grpc
+from arena_client import Bot, Turn
+from arena_client.remote import ArenaError, Client
+from arena_client.types import TimeControl
+from arena_games import load_game
+from tests.ladder.test_crash import close
+from tests.server.test_workers_watch import serve_with_web
+
+CONNECTED = 'class="tag live">connected'
+"""How a bot's page marks a connected bot."""
+PEERS = 12
+"""Waiting bots, each from its own address: all of them reach the challenger's worker about once in 4,096 runs
+(the test then passes without a relay)."""
+ROUNDS = 20
+
+
+class Paper(Bot):
+    games = ("rps",)
+
+    def __init__(self, name: str, slow_turn: int = 0) -> None:
+        self.name = name
+        self.slow_turn = slow_turn
+        self.turns = 0
+
+    def act(self, turn: Turn) -> int:
+        self.turns += 1
+        if self.turns == self.slow_turn:
+            time.sleep(0.6)  # (past the per-move budget and the bank of the match below)
+        return 1
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """Stop the server; it must stop cleanly, with no traceback from a worker or the relay."""
+    proc.terminate()
+    proc.wait(30)
+    err = close(proc)
+    assert "arena: stopped" in err and "Traceback" not in err, err
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[int, int]]:
+    """``arena serve --workers 2`` with its web interface: its gRPC and HTTP ports; stopped cleanly after."""
+    proc, port, http = serve_with_web(tmp_path / "arena.db")
+    try:
+        yield port, http
+    finally:
+        stop(proc)
+
+
+@contextlib.asynccontextmanager
+async def waiting(clients: list[Client], timeout: float = 30.0) -> AsyncIterator[list[asyncio.Task[Any]]]:
+    """The clients connected (welcomed) and waiting to be seated; their ``play`` tasks. They hang up after."""
+    tasks = [asyncio.ensure_future(c.play()) for c in clients]
+    try:
+        deadline = time.monotonic() + timeout
+        while not all(c.session_token for c in clients):
+            assert time.monotonic() < deadline, [c.name for c in clients if not c.session_token]
+            await asyncio.sleep(0.05)
+        yield tasks
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def create(address: str, bots: list[str], tokens: dict[str, str]) -> mp.CreateMatchResponse:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = mp_grpc.MatchServiceStub(channel)
+        request = mp.CreateMatchRequest(game="rps", bots=bots, wait=True, bot_tokens=tokens)
+        request.params["rounds"].CopyFrom(common.ParamValue(int_value=ROUNDS))
+        return await stub.CreateMatch(request, timeout=60)
+
+
+def test_bots_on_different_workers_play_each_other(server: tuple[int, int]) -> None:
+    port, _http = server
+
+    async def scenario() -> None:
+        peers = [Client(Paper(f"peer-{i}"), f"127.0.0.{i + 2}:{port}", name=f"peer-{i}") for i in range(PEERS)]
+        async with waiting(peers):
+            # A challenge from one address to every waiting bot: about half of them sit on the other worker.
+            challenger = Client(Paper("challenger"), f"127.0.0.40:{port}", name="challenger", threaded=False)
+            for peer in peers:
+                results = await challenger.play(opponent=peer.name, params={"rounds": ROUNDS}, reconnect=False)
+                assert [r.termination.name for r in results] == ["NORMAL"], (peer.name, results)
+                assert results[0].returns == (0.0, 0.0)  # paper against paper, every round
+
+            # CreateMatch from many addresses, pairing the waiting bots two by two, with their session tokens.
+            pairs = [(peers[i], peers[i + 1]) for i in range(0, PEERS, 2)]
+            tokens = {p.name: p.session_token for p in peers}
+            replies = await asyncio.gather(
+                *(create(f"127.0.0.{50 + k}:{port}", [a.name, b.name], tokens) for k, (a, b) in enumerate(pairs))
+            )
+            for reply in replies:
+                assert reply.record.termination == common.TERMINATION_NORMAL, reply.record
+                assert len(reply.record.moves) == 2 * ROUNDS
+
+            # Each waiting bot heard the end of every match it played: one challenge and one CreateMatch.
+            for peer in peers:
+                assert [r.termination.name for r in peer.results] == ["NORMAL", "NORMAL"], (peer.name, peer.results)
+
+    asyncio.run(scenario())
+
+
+def test_a_name_is_taken_on_every_worker_and_the_web_sees_it(server: tuple[int, int]) -> None:
+    port, http = server
+
+    async def scenario() -> None:
+        async with waiting([Client(Paper("twin"), f"127.0.0.2:{port}", name="twin")]) as holding:
+            refusals = []
+            for i in range(16):  # the same name, and a look-alike, from addresses that reach both workers
+                name = "twin" if i % 2 else "TWIN"
+                other = Client(Paper(name), f"127.0.0.{i + 3}:{port}", name=name)
+                with pytest.raises(ArenaError) as refused:
+                    await other.play(opponent="rock", params={"rounds": 1}, reconnect=False)
+                refusals.append(str(refused.value))
+            for text in refusals:
+                assert "'twin'" in text and "a connected bot" in text, text
+
+            # A stranger cannot seat the connected guest from any worker without its session token.
+            for i in range(8):
+                with pytest.raises(grpc.aio.AioRpcError) as denied:
+                    await create(f"127.0.0.{60 + i}:{port}", ["twin", "rock"], {})
+                assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED, denied.value
+                assert "token" in (denied.value.details() or "")
+
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http}", timeout=30) as web:
+                assert CONNECTED in (await web.get("/bot/twin")).text
+                holding[0].cancel()  # the bot hangs up
+                for _ in range(100):  # its worker releases the name when the stream ends
+                    page = (await web.get("/bot/twin")).text
+                    if CONNECTED not in page:
+                        break
+                    await asyncio.sleep(0.05)
+                assert CONNECTED not in page
+
+        # Once released, the name can connect again, through either worker.
+        again = Client(Paper("twin"), f"127.0.0.30:{port}", name="twin", threaded=False)
+        results = await again.play(opponent="rock", params={"rounds": 2}, reconnect=False)
+        assert results[0].termination.name == "NORMAL"
+
+    asyncio.run(scenario())
+
+
+def test_a_relayed_bot_is_timed_where_it_is_connected(server: tuple[int, int]) -> None:
+    """A relayed bot that overruns its budget loses on time, and both bots hear how the match ended."""
+    port, _http = server
+    tc = TimeControl(per_move=timedelta(milliseconds=200), overage=timedelta(milliseconds=100), grace=timedelta(0))
+
+    async def scenario() -> None:
+        slow = [Client(Paper(f"slow-{i}", slow_turn=3), f"127.0.0.{i + 2}:{port}", name=f"slow-{i}") for i in range(6)]
+        async with waiting(slow):
+            challenger = Client(Paper("quick"), f"127.0.0.40:{port}", name="quick", threaded=False)
+            for bot in slow:
+                results = await challenger.play(
+                    opponent=bot.name, params={"rounds": 10}, time_control=tc, reconnect=False
+                )
+                assert results[0].termination.name == "TIMEOUT", results
+                assert results[0].offender == 1  # the challenged bot's seat
+                assert "did not answer turn" in results[0].reason
+            for _ in range(100):  # (the last one may still be in its long act when the challenger hears the end)
+                if all(bot.results for bot in slow):
+                    break
+                await asyncio.sleep(0.05)
+            for bot in slow:
+                assert [r.termination.name for r in bot.results] == ["TIMEOUT"], (bot.name, bot.results)
+
+    asyncio.run(scenario())
+
+
+class DicePlayer(Bot):
+    """Calls "liar" when it may; keeps every observation it is given, by match."""
+
+    games = ("liars_dice",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seen: dict[str, list[tuple[int, object]]] = {}
+
+    def act(self, turn: Turn) -> int:
+        self.seen.setdefault(turn.match_id, []).append((turn.seat, turn.observation))
+        legal = list(turn.legal_actions)
+        return legal[-1] if len(legal) > 1 else legal[0]
+
+
+def test_a_relayed_liars_dice_seat_sees_only_its_own_dice(server: tuple[int, int]) -> None:
+    """Across workers each bot still gets exactly the engine's view for its seat: never the other's dice."""
+    port, _http = server
+    params = {"dice": 3, "players": 2}
+
+    async def scenario() -> None:
+        bots = [DicePlayer(f"dice-{i}") for i in range(8)]
+        clients = [Client(b, f"127.0.0.{i + 2}:{port}", name=b.name) for i, b in enumerate(bots)]
+        async with waiting(clients), grpc.aio.insecure_channel(f"127.0.0.40:{port}") as channel:
+            stub = mp_grpc.MatchServiceStub(channel)
+            tokens = {c.name: c.session_token for c in clients}
+            for k in range(0, len(bots), 2):
+                pair = bots[k : k + 2]
+                request = mp.CreateMatchRequest(
+                    game="liars_dice", bots=[b.name for b in pair], wait=True, bot_tokens=tokens
+                )
+                for key, value in params.items():
+                    request.params[key].CopyFrom(common.ParamValue(int_value=value))
+                reply = await stub.CreateMatch(request, timeout=60)
+                assert reply.record.termination == common.TERMINATION_NORMAL, reply.record
+                for seat, bot in enumerate(pair):  # the engine's view for the seat, at each of its turns
+                    state = load_game("liars_dice", **params).new_initial_state()
+                    expected = []
+                    for move in reply.record.moves:
+                        if state.current_player() == seat:
+                            expected.append((seat, state.observation(seat)))
+                        state.apply_action(move.action)
+                    assert expected
+                    assert bot.seen[reply.match_id] == expected, (bot.name, reply.match_id)
+
+    asyncio.run(scenario())
+
+
+class Leaver(Paper):
+    """Plays paper; on its third turn it signals the test, which then closes its connection."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.third_turn = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+
+    def act(self, turn: Turn) -> int:
+        self.turns += 1
+        if self.turns == 3:
+            self.loop.call_soon_threadsafe(self.third_turn.set)
+            time.sleep(0.3)  # (still thinking when its stream is closed)
+        return 1
+
+
+def test_a_relayed_bot_is_queued_and_its_loss_of_connection_ends_the_match(server: tuple[int, int]) -> None:
+    """Two challengers at once queue for a bot on another worker; a bot that leaves mid-match loses by disconnect."""
+    port, _http = server
+
+    async def scenario() -> None:
+        first = Client(Paper("first"), f"127.0.0.40:{port}", name="first", threaded=False)
+        second = Client(Paper("second"), f"127.0.0.41:{port}", name="second", threaded=False)
+        peers = [Client(Paper(f"busy-{i}"), f"127.0.0.{i + 2}:{port}", name=f"busy-{i}") for i in range(6)]
+        async with waiting(peers):
+            for peer in peers:  # both at once: one plays, the other waits its turn in the bot's queue
+                both = await asyncio.gather(
+                    first.play(opponent=peer.name, params={"rounds": ROUNDS}, reconnect=False),
+                    second.play(opponent=peer.name, params={"rounds": ROUNDS}, reconnect=False),
+                )
+                assert [r[0].termination.name for r in both] == ["NORMAL", "NORMAL"], (peer.name, both)
+
+        leavers = [Leaver(f"leaver-{i}") for i in range(6)]
+        clients = [Client(b, f"127.0.0.{i + 10}:{port}", name=b.name) for i, b in enumerate(leavers)]
+        async with waiting(clients) as playing:
+            for bot, task in zip(leavers, playing, strict=True):
+                match = asyncio.ensure_future(first.play(opponent=bot.name, params={"rounds": ROUNDS}, reconnect=False))
+                await asyncio.wait_for(bot.third_turn.wait(), 30)
+                task.cancel()  # the bot's connection closes mid-match
+                results = await asyncio.wait_for(match, 30)
+                assert results[0].termination.name == "DISCONNECT", results
+                assert results[0].offender == 1
+
+    asyncio.run(scenario())
