@@ -12,6 +12,7 @@ finished match is rated exactly once and that ``arena ratings recompute
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -75,3 +76,79 @@ def test_both_workers_play_rated_matches_and_the_ratings_recompute_clean(tmp_pat
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "the stored ratings equal the recomputed ones" in check.stdout
+
+
+REMOTE = 12
+"""Registered remote bots, each connecting from its own address: all on one worker about once in 2,048 runs."""
+
+
+def test_the_ladder_pairs_remote_bots_connected_to_different_workers(tmp_path: Path) -> None:
+    """Each worker's ladder also seats the remote bots connected to the other worker (through its relay):
+    rated matches between bots on different workers are played, rated once, and recompute clean."""
+    import asyncio
+
+    import grpc
+
+    from arena.v1 import bots_pb2 as bp
+    from arena.v1 import bots_pb2_grpc as bp_grpc
+    from arena_client import Bot, Turn
+    from arena_client.remote import Client
+    from tests.server.test_workers import port_of, worker_holding
+
+    names = [f"r-{i}" for i in range(REMOTE)]
+    db = tmp_path / "arena.db"
+    options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", "rps:rounds=20", "--concurrency", "4")
+    proc = serve(db, *options, "--ladder-bots", ",".join(names), "--ladder-interval", "0")
+
+    class Cycle(Bot):
+        games = ("rps",)
+
+        def act(self, turn: Turn) -> int:
+            return turn.turn_id % 3
+
+    try:
+        port = port_of(proc)
+
+        async def scenario() -> dict[str, int]:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = bp_grpc.BotServiceStub(channel)
+                tokens = {
+                    n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names
+                }
+            clients = [Client(Cycle(), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n]) for i, n in enumerate(names)]
+            playing = [asyncio.ensure_future(c.play()) for c in clients]
+            try:
+                while not all(c.session_token for c in clients):
+                    await asyncio.sleep(0.05)
+                where = {n: worker_holding(proc, f"127.0.0.{i + 2}", port) for i, n in enumerate(names)}
+                await asyncio.to_thread(wait_for, db, FINISHED_RATED, 40, 90)
+                return where
+            finally:
+                for task in playing:
+                    task.cancel()
+                await asyncio.gather(*playing, return_exceptions=True)
+
+        where = asyncio.run(scenario())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        err = close(proc)
+    assert "stopped" in err and "Traceback" not in err, err
+    assert len(set(where.values())) == 2, where  # (both workers hold some of the bots)
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    pairs = conn.execute(
+        "SELECT a.bot_name, b.bot_name FROM matches m JOIN match_seats a ON a.match_id = m.id AND a.seat = 0 "
+        "JOIN match_seats b ON b.match_id = m.id AND b.seat = 1 WHERE m.rated = 1 AND m.status = 'finished'"
+    ).fetchall()
+    conn.close()
+    across = [pair for pair in pairs if where[pair[0]] != where[pair[1]]]
+    assert len(across) >= 5, (len(pairs), where)  # (about half of the pairs are across workers)
+    check_rated_exactly_once(db)
+    check = subprocess.run(
+        [sys.executable, "-m", "arena_server.cli", "ratings", "recompute", "--db", str(db), "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr

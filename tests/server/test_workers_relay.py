@@ -287,3 +287,25 @@ def test_a_relayed_bot_is_queued_and_its_loss_of_connection_ends_the_match(serve
                 assert results[0].offender == 1
 
     asyncio.run(scenario())
+
+
+def test_matches_that_want_the_same_two_bots_in_either_order_never_wait_on_each_other(
+    server: tuple[int, int],
+) -> None:
+    """Bots are taken in the order of their names: (a, b) and (b, a) asked at once, through both workers,
+    all play (taken in seat order, each worker held one bot and waited for the other forever)."""
+    port, _http = server
+
+    async def scenario() -> None:
+        bots = [Client(Paper(f"order-{i}"), f"127.0.0.{i + 2}:{port}", name=f"order-{i}") for i in range(2)]
+        async with waiting(bots):
+            a, b = bots
+            tokens = {a.name: a.session_token, b.name: b.session_token}
+            calls = [
+                create(f"127.0.0.{20 + k}:{port}", [a.name, b.name] if k % 2 else [b.name, a.name], tokens)
+                for k in range(8)  # (8: the most matches one caller may have running)
+            ]
+            replies = await asyncio.wait_for(asyncio.gather(*calls), 60)
+            assert all(r.record.termination == common.TERMINATION_NORMAL for r in replies)
+
+    asyncio.run(scenario())

@@ -178,10 +178,13 @@ async def _relay(hub: Hub, reader: asyncio.StreamReader, writer: asyncio.StreamW
             writer.write(frame(message))
 
     try:
-        _claim, name = await read_frame(reader)
+        _claim, name, wait = await read_frame(reader)
         session = hub.sessions.get(name)
         if session is None or session.is_closed:
             send(("refused", f"{name!r} is no longer connected; it must connect again to be seated"))
+            return
+        if session.busy.locked() and not wait:
+            send(("busy", f"{name!r} is playing another match"))
             return
         if session.busy.locked():
             session.queued += 1

@@ -27,6 +27,14 @@ Concurrency is limited overall and per bot (a remote bot plays one match at
 a time anyway). A bot that fails ``pause_after`` rated matches in a row
 (timeout, crash, disconnect, protocol error or illegal action) is paused with
 the last reason; it plays again once a newer version is registered.
+
+On ``arena serve --workers N`` each worker runs a ladder. It pairs the bots
+of its own process and also the remote bots connected to the other workers
+(the store writer's directory), seated through their worker's relay
+(:mod:`arena_server.seats.peer`). A worker cannot see whether such a bot is
+busy, and the ladder never waits for a remote bot: the claim is refused at
+once when the bot plays elsewhere, and the bot is left alone for
+:data:`PEER_REST` seconds.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import contextlib
 import hashlib
 import math
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +81,9 @@ BALANCE_FACTOR = 2
 """Free bots wait (until the next match ends) rather than replay a pair played more than
 ``BALANCE_FACTOR * g + BALANCE_FACTOR`` times while a pair with ``g`` games waits for a busy bot."""
 
+PEER_REST = 1.0
+"""Seconds a worker's ladder leaves alone a remote bot connected to another worker after finding it busy there
+(it cannot see that bot's lock; the claim through the relay says so, at once)."""
 RPS_DRAW_BAND_PER_ROUND = 0.02
 """Ladder RPS matches are drawn when the score difference is within 2% of the rounds (20 of 1000)."""
 
@@ -233,6 +245,8 @@ class Ladder:
         """``config.bots`` as a set, for :meth:`eligible` (which a pick calls over every bot)."""
         self._scratch: PairScratch | None = None
         """The pairs of the last two-seat pick's candidates and its arrays (:class:`PairScratch`)."""
+        self._resting: dict[str, float] = {}
+        """Remote bots of other workers found busy there -> ``time.monotonic()`` until which they are left alone."""
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -311,7 +325,8 @@ class Ladder:
         hub = self.hub
         wanted = self._wanted
         out = []
-        for name in hub.bot_names():
+        now = time.monotonic()
+        for name in hub.all_bot_names():  # (on several workers: with the remote bots connected to the others)
             if wanted and name not in wanted:
                 continue
             games = hub.games_of(name)
@@ -321,10 +336,13 @@ class Ladder:
                 continue
             limit = self.config.per_bot
             session = hub.sessions.get(name)
-            if session is not None:
-                if getattr(session, "guest", True):
+            remote = session if session is not None else hub.elsewhere(name)
+            if remote is not None:
+                if getattr(remote, "guest", True):
                     continue  # guests never play rated games
-                if session.busy.locked() and not ignore_busy:
+                if not ignore_busy and (
+                    session.busy.locked() if session is not None else self._resting.get(name, 0.0) > now
+                ):
                     continue  # a remote bot plays one match at a time
                 limit = 1
             if self.active.get(name, 0) >= limit and not ignore_busy:
@@ -450,9 +468,16 @@ class Ladder:
             if self._stopping or self.hub.stopping:
                 return
             try:
-                running = await self.hub.start_match(game, seating, self.config.time_control, seed, rated=True)
-            except HubError:
-                return  # a remote bot left, or the server is stopping
+                running = await self.hub.start_match(
+                    game, seating, self.config.time_control, seed, rated=True, wait=False
+                )
+            except HubError as exc:
+                if exc.code == "busy":  # (never waited for: the ladder pairs someone else meanwhile)
+                    until = time.monotonic() + PEER_REST
+                    for name in seating:
+                        if self.hub.elsewhere(name) is not None:  # (a bot here that is busy is seen as such)
+                            self._resting[name] = until
+                return  # a remote bot left or is busy, or the server is stopping
             if running.task is None:
                 return
             record = await asyncio.shield(running.task)

@@ -42,7 +42,7 @@ from arena_server.referee.records import COMMIT_FAILED, MatchControl, MatchRecor
 from arena_server.referee.seat import Seat
 from arena_server.referee.seeds import bot_seed, new_seed, seed_hash
 from arena_server.seats.in_process import InProcessSeat, ThreadedInProcessSeat
-from arena_server.seats.peer import PeerSeat, RelayRefused
+from arena_server.seats.peer import PeerSeat, RelayBusy, RelayRefused
 from arena_server.seats.remote import RemoteSeat, RemoteSession
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store, StoreError
@@ -227,11 +227,15 @@ class Hub:
         rated: bool = False,
         on_queued: Callable[[str, int], Awaitable[None]] | None = None,
         seed_chosen: bool = False,
+        wait: bool = True,
     ) -> RunningMatch:
         """Seat the named bots and start the match in the background.
 
         Remote bots play one match at a time: this waits until each is free,
         calling ``on_queued(bot_name, position)`` first when it has to wait.
+        They are taken in the order of their names, whichever seats they get,
+        so two matches that want the same two remote bots never wait on each
+        other (here, or across the workers of a multi-worker server).
 
         Args:
             seed: The match seed; a fresh secret one when None. The ladder and
@@ -242,6 +246,8 @@ class Hub:
                 and the record says so. (Remote callers are also kept from
                 choosing the seed of a match with a hosted bot: see
                 :func:`arena_server.api.authority.check_chosen_seed`.)
+            wait: False: refuse at once (``busy``) rather than wait for a remote bot
+                playing another match (the ladder, which pairs someone else meanwhile).
 
         Raises:
             HubError: unknown bot, a bot that does not play the game, wrong
@@ -276,7 +282,7 @@ class Hub:
         locked: list[RemoteSession] = []
         seats: list[Seat] = []
         try:
-            for index, name in enumerate(bot_names):
+            for index, name in sorted(enumerate(bot_names), key=lambda seat: seat[1]):
                 if name in self.hosted:
                     bot = self.hosted[name].factory(bot_seed(seed, index))
                     await self._warm(name, bot)
@@ -291,7 +297,9 @@ class Hub:
                     relayed = PeerSeat(self.peers.socket_dir, peer, SeatInfo(index, name, 1, "remote"))
                     seats.append(relayed)
                     try:
-                        await relayed.claim(on_queued)
+                        await relayed.claim(on_queued, wait)
+                    except RelayBusy as exc:
+                        raise HubError("busy", str(exc)) from None
                     except RelayRefused as exc:
                         raise HubError("unknown_bot", str(exc)) from None
                 elif name not in self.sessions and self.registry is not None:
@@ -300,6 +308,8 @@ class Hub:
                     session = self.sessions[name]
                     if session in locked:
                         raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
+                    if session.busy.locked() and not wait:
+                        raise HubError("busy", f"{name!r} is playing another match")
                     if session.busy.locked():
                         session.queued += 1
                         try:
@@ -312,6 +322,7 @@ class Hub:
                         await session.busy.acquire()
                     locked.append(session)
                     seats.append(RemoteSeat(session, SeatInfo(index, name, 1, "remote")))
+            seats.sort(key=lambda seat: seat.info.seat)  # (taken in the order of the names)
             if self.stopping:
                 raise HubError("stopping", "the server is shutting down; try again when it is back")
             record = MatchRecord(

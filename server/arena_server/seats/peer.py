@@ -79,6 +79,10 @@ class RelayRefused(Exception):
     """The bot's worker could not seat it (gone, or that worker cannot be reached); the message says why."""
 
 
+class RelayBusy(RelayRefused):
+    """The bot plays another match, and the claim was not to wait (:meth:`PeerSeat.claim` with ``wait=False``)."""
+
+
 class PeerSeat(Seat):
     """A seat played by a remote bot connected to another worker, through that worker's relay.
 
@@ -107,16 +111,17 @@ class PeerSeat(Seat):
 
     # -- before the match -------------------------------------------------------------------------
 
-    async def claim(self, on_queued: Callable[[str, int], Awaitable[None]] | None = None) -> None:
-        """Take the bot for this match on its worker, waiting while it plays another.
+    async def claim(self, on_queued: Callable[[str, int], Awaitable[None]] | None = None, wait: bool = True) -> None:
+        """Take the bot for this match on its worker, waiting while it plays another (unless not ``wait``).
 
         Raises:
+            RelayBusy: the bot plays another match and ``wait`` is False.
             RelayRefused: the bot left, or its worker cannot be reached.
         """
         name = self.info.bot_name
         try:
             self._reader, self._writer = await asyncio.open_unix_connection(self.path)
-            self._writer.write(frame(("claim", name)))
+            self._writer.write(frame(("claim", name, wait)))
             while True:
                 reply = await read_frame(self._reader)
                 if reply[0] == "queued":
@@ -124,6 +129,8 @@ class PeerSeat(Seat):
                         await on_queued(name, int(reply[1]))
                 elif reply[0] == "claimed":
                     break
+                elif reply[0] == "busy":
+                    raise RelayBusy(str(reply[1]))
                 else:
                     raise RelayRefused(str(reply[1]))
         except (OSError, asyncio.IncompleteReadError) as exc:
