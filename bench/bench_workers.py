@@ -67,7 +67,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(workers: int, db: str) -> tuple[subprocess.Popen[str], int]:
+def start_server(workers: int, db: str, host: str = "127.0.0.1") -> tuple[subprocess.Popen[str], int]:
+    """``arena serve --workers N --no-ladder --no-http`` on a free port (``host`` 0.0.0.0: every 127.0.0.N)."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -76,7 +77,7 @@ def start_server(workers: int, db: str) -> tuple[subprocess.Popen[str], int]:
             "arena_server.cli",
             "serve",
             "--host",
-            "127.0.0.1",
+            host,
             "--port",
             str(port),
             "--db",
