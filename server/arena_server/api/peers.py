@@ -19,9 +19,12 @@ hub itself stays free of gRPC.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import pickle
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import grpc
@@ -29,9 +32,10 @@ import grpc
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import moves_from_proto, observation_from_proto
+from arena_client.types import MatchInfo, MatchResult, SeatInfo
 from arena_server.matches.hub import Hub, HubError
 from arena_server.referee.answer import Answer
-from arena_server.seats.peer import frame, pack_answer, read_frame
+from arena_server.seats.peer import ASK, TURN, Frames, answer_message, pack_answer, pickled
 from arena_server.seats.remote import RemoteSeat, RemoteSession
 from arena_server.store.database import Store, StoreError
 from arena_server.store.writer import Connected
@@ -163,71 +167,132 @@ async def serve_relay(hub: Hub, path: str) -> asyncio.AbstractServer:
     """Relay the seats of the bots connected here that other workers' matches seat (:class:`PeerSeat`).
 
     One connection per relayed seat: the other worker claims the bot, then forwards the seat interface's
-    calls, which a real :class:`RemoteSeat` on the bot's session carries out here.
+    calls, which a real :class:`RemoteSeat` on the bot's session carries out here (:class:`_Relay`).
     """
-    return await asyncio.start_unix_server(lambda r, w: _relay(hub, r, w), path=path)
+    loop = asyncio.get_running_loop()
+    return await loop.create_unix_server(lambda: _Relay(hub).frames, path=path)
 
 
-async def _relay(hub: Hub, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    session: RemoteSession | None = None
-    seat: RemoteSeat | None = None
-    locked = ended = False
+class _Relay:
+    """One relayed seat, on the worker its bot is connected to.
 
-    def send(message: object) -> None:
-        if not writer.is_closing():
-            writer.write(frame(message))
+    Each message is handled in the socket's read callback (a Turn goes to the bot's stream in that
+    same step). The few steps that await (the claim, which may queue behind the bot's running match;
+    the start; the end) run as a task, and messages that arrive meanwhile wait for it, in order.
+    """
 
-    try:
-        _claim, name, wait = await read_frame(reader)
-        session = hub.sessions.get(name)
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self.frames = Frames(self._received, self._lost)
+        self.session: RemoteSession | None = None
+        self.seat: RemoteSeat | None = None
+        self.locked = False
+        self.ended = False
+        self.gone = False
+        self._step: asyncio.Task[None] | None = None
+        self._waiting: collections.deque[bytes] = collections.deque()
+
+    def _received(self, message: bytes) -> None:
+        if self._step is not None:
+            self._waiting.append(message)
+        else:
+            self._handle(message)
+
+    def _handle(self, message: bytes) -> None:
+        seat = self.seat
+        if message[:1] == TURN:
+            if seat is not None:
+                turn_id, timeout = ASK.unpack_from(message, 1)
+                seat.ask_wire(turn_id, message[1 + ASK.size :], timeout, self._answering(turn_id))
+            return
+        request = pickle.loads(message[1:])
+        op = request[0]
+        if op == "update" and seat is not None:
+            seat.update(request[1])
+        elif op == "cancel" and seat is not None:
+            seat.cancel_ask()
+        elif op == "claim":
+            self._run(self._claim(request[1], request[2]))
+        elif op == "start":
+            self._run(self._start(request[1], request[2]))
+        elif op == "end" and seat is not None:
+            self._run(self._end(seat, request[1]))
+
+    def _answering(self, turn_id: int) -> Callable[[Answer], None]:
+        """The seat's ``on_answer`` for turn ``turn_id``: the answer goes back to the refereeing worker."""
+        frames = self.frames
+
+        def answered(answer: Answer) -> None:
+            frames.send(answer_message(turn_id, answer))
+
+        return answered
+
+    def _run(self, step: Coroutine[Any, Any, None]) -> None:
+        self._step = task = asyncio.ensure_future(step)
+        task.add_done_callback(self._stepped)
+
+    def _stepped(self, task: asyncio.Task[None]) -> None:
+        self._step = None
+        if not task.cancelled() and task.exception() is not None:
+            print(f"arena: a relayed seat failed: {task.exception()!r}", file=sys.stderr, flush=True)
+            self.frames.close()
+            return
+        while self._waiting and self._step is None:
+            self._handle(self._waiting.popleft())
+
+    async def _claim(self, name: str, wait: bool) -> None:
+        session = self.hub.sessions.get(name)
         if session is None or session.is_closed:
-            send(("refused", f"{name!r} is no longer connected; it must connect again to be seated"))
+            gone = f"{name!r} is no longer connected; it must connect again to be seated"
+            self.frames.send(pickled(("refused", gone)))
+            self.frames.close()
             return
         if session.busy.locked() and not wait:
-            send(("busy", f"{name!r} is playing another match"))
+            self.frames.send(pickled(("busy", f"{name!r} is playing another match")))
+            self.frames.close()
             return
         if session.busy.locked():
             session.queued += 1
             try:
-                send(("queued", session.queued))
+                self.frames.send(pickled(("queued", session.queued)))
                 await session.busy.acquire()
             finally:
                 session.queued -= 1
         else:
             await session.busy.acquire()
-        locked = True
-        send(("claimed",))
-        while True:
-            message = await read_frame(reader)
-            op = message[0]
-            if op == "ask" and seat is not None:
-                turn, moves, timeout = message[1], message[2], message[3]
-                seat.ask_then(turn, moves, timeout, _answering(send, turn.turn_id))
-            elif op == "update" and seat is not None:
-                seat.update(message[1])
-            elif op == "cancel" and seat is not None:
-                seat.cancel_ask()
-            elif op == "start":
-                seat = RemoteSeat(session, message[2])
-                send(("started", pack_answer(await seat.start(message[1]))))
-            elif op == "end" and seat is not None:
-                ended = True
-                await seat.end(message[1])
-                send(("ended",))
-                await writer.drain()
-                return
-    except (asyncio.IncompleteReadError, ConnectionError, OSError):
-        pass  # the refereeing worker closed the relay (the match ended there, or that worker is gone)
-    finally:
-        if seat is not None and not ended:  # (no end came: the bot's next match starts afresh)
+        self.session = session
+        self.locked = True
+        if self.gone:  # (the refereeing worker gave up while this waited)
+            self._release()
+            return
+        self.frames.send(pickled(("claimed",)))
+
+    async def _start(self, match: MatchInfo, info: SeatInfo) -> None:
+        if self.session is None:
+            return
+        self.seat = seat = RemoteSeat(self.session, info)
+        self.frames.send(pickled(("started", pack_answer(await seat.start(match)))))
+
+    async def _end(self, seat: RemoteSeat, result: MatchResult) -> None:
+        self.ended = True
+        await seat.end(result)  # (the bot is told the end, within END_NOTICE_TIMEOUT)
+        self.frames.send(pickled(("ended",)))
+        self._release()
+
+    def _lost(self, _reason: str) -> None:
+        """The refereeing worker closed the relay (the match is over there, or that worker is gone)."""
+        self.gone = True
+        seat = self.seat
+        if seat is not None and not self.ended:  # (no end came: the bot's next match starts afresh)
             seat.cancel_ask()
-            if session is not None and session.seat is seat:
-                session.seat = None
-        if locked and session is not None:
-            session.busy.release()
-        writer.close()
+            if self.session is not None and self.session.seat is seat:
+                self.session.seat = None
+        if self._step is not None and not self.locked:
+            self._step.cancel()  # (a claim still waiting for the bot)
+        if not self.ended:
+            self._release()
 
-
-def _answering(send: Callable[[object], None], turn_id: int) -> Callable[[Answer], None]:
-    """The relay's ``on_answer`` for turn ``turn_id``: the answer goes back to the refereeing worker."""
-    return lambda answer: send(("answer", turn_id, pack_answer(answer)))
+    def _release(self) -> None:
+        if self.locked and self.session is not None:
+            self.locked = False
+            self.session.busy.release()

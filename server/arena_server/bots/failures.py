@@ -24,6 +24,7 @@ from arena_client.convert import turn_to_proto
 from arena_server.referee.records import MatchRecord
 from arena_server.referee.seat import Seat
 from arena_server.seats.framing import json_text
+from arena_server.seats.peer import PeerSeat
 from arena_server.seats.remote import RemoteSeat
 from arena_server.seats.subprocess_seat import SubprocessSeat
 
@@ -73,7 +74,7 @@ def _offender_details(seat: Seat) -> tuple[int, str, str, str]:
         received = seat.last_turn or seat.last_sent
         turn_id = seat.last_turn.turn.turn_id if seat.last_turn is not None else 0
         return turn_id, message_json(received), message_json(seat.last_received), seat.stderr_tail(STDERR_TAIL_BYTES)
-    if isinstance(seat, RemoteSeat) and seat.last_turn_args is not None:
+    if isinstance(seat, (RemoteSeat, PeerSeat)) and seat.last_turn_args is not None:
         turn, moves = seat.last_turn_args
         return turn.turn_id, message_json(bs.ServerMessage(turn=turn_to_proto(turn, moves))), "", ""
     return 0, "", "", ""

@@ -11,7 +11,13 @@ server's processes can open).
 
 What crosses the socket is what the seat interface carries: the bot's own
 Turn (already redacted for its seat by the referee, as for any seat), the
-public updates, the match's start and end, and back the :class:`Answer`. The
+public updates, the match's start and end, and back the :class:`Answer`. A
+Turn crosses as the very ``ServerMessage`` bytes the bot will read
+(``server_message_turn``, written once, here), which the relaying worker's
+seat writes to the bot's stream as they are (``RemoteSeat.ask_wire``); the
+rest is pickled. Both ends read the socket in an :class:`asyncio.Protocol`
+(:class:`Frames`) and handle each message in the read's own callback, with no
+task woken for it. The
 bot's clock runs where its stream is: the relaying worker's ``RemoteSeat``
 starts it when the Turn is on the bot's stream and stops it when the Action is
 read, so the hop between the workers is never the bot's time. This side only
@@ -28,7 +34,6 @@ the match ended.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import pickle
 import struct
@@ -38,6 +43,7 @@ from typing import Any
 from arena_client.types import MatchInfo, MatchResult, PublicMove, SeatInfo, Termination, Turn, Update
 from arena_server.referee.answer import Answer
 from arena_server.referee.seat import Seat
+from arena_server.seats.turn_wire import server_message_turn
 
 RELAY_SOCKET = "relay-{index}.sock"
 """The socket on which worker ``index`` relays its connected bots' seats, in the store writer's directory."""
@@ -47,6 +53,14 @@ RELAY_GRACE = 2.0
 END_WAIT = 7.0
 """Seconds :meth:`PeerSeat.end` waits for the relaying worker to have told the bot the end."""
 _HEADER = struct.Struct("!I")
+ASK = struct.Struct("!Id")
+"""A relayed Turn's head, after its kind byte ``T``: the turn id and the seconds the bot has for it."""
+TURN = b"T"
+"""A Turn to relay: :data:`ASK`, then the ``ServerMessage`` bytes the bot gets."""
+ANSWER = b"A"
+"""A relayed answer: the pickled ``(turn_id, pack_answer(answer))``."""
+OTHER = b"P"
+"""Anything else (claims, the start and end, updates, cancels and their replies): a pickled tuple."""
 
 
 def relay_path(socket_dir: str, index: int) -> str:
@@ -54,16 +68,14 @@ def relay_path(socket_dir: str, index: int) -> str:
     return os.path.join(socket_dir, RELAY_SOCKET.format(index=index))
 
 
-def frame(message: object) -> bytes:
-    """One length-prefixed pickled message (only this server's processes can reach a relay socket)."""
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(len(data)) + data
+def pickled(message: tuple[Any, ...]) -> bytes:
+    """An :data:`OTHER` message (only this server's processes can reach a relay socket)."""
+    return OTHER + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-async def read_frame(reader: asyncio.StreamReader) -> Any:
-    """Read one :func:`frame` (raises ``IncompleteReadError`` at the end of the stream)."""
-    (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-    return pickle.loads(await reader.readexactly(size))
+def answer_message(turn_id: int, answer: Answer) -> bytes:
+    """An :data:`ANSWER` message: the relaying worker's answer to turn ``turn_id``."""
+    return ANSWER + pickle.dumps((turn_id, pack_answer(answer)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def pack_answer(answer: Answer | None) -> tuple[Any, ...] | None:
@@ -73,6 +85,52 @@ def pack_answer(answer: Answer | None) -> tuple[Any, ...] | None:
 
 def unpack_answer(values: tuple[Any, ...] | None) -> Answer | None:
     return None if values is None else Answer(*values)
+
+
+class Frames(asyncio.Protocol):
+    """Length-prefixed messages on a relay socket, each handed to ``on_message`` in the read's callback.
+
+    Args:
+        on_message: Called with each whole message's bytes, in order.
+        on_lost: Called once, with a reason, when the connection is gone.
+    """
+
+    def __init__(self, on_message: Callable[[bytes], None], on_lost: Callable[[str], None]) -> None:
+        self.on_message = on_message
+        self.on_lost = on_lost
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        while len(buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(buffer)
+            end = _HEADER.size + size
+            if len(buffer) < end:
+                return
+            message = bytes(buffer[_HEADER.size : end])
+            del buffer[:end]
+            self.on_message(message)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.on_lost("the connection closed" if exc is None else repr(exc))
+
+    def send(self, message: bytes) -> bool:
+        """Write one message; False when the connection is gone."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return False
+        transport.write(_HEADER.pack(len(message)) + message)
+        return True
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
 
 class RelayRefused(Exception):
@@ -98,9 +156,8 @@ class PeerSeat(Seat):
         self.worker = int(bot.worker)
         self.last_turn_args: tuple[Turn, Sequence[PublicMove]] | None = None
         """The last Turn asked and its moves (a failure report shows the Turn the bot got)."""
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._pump: asyncio.Task[None] | None = None
+        self._frames: Frames | None = None
+        self._claim_replies: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         self._started: asyncio.Future[Answer | None] | None = None
         self._ended: asyncio.Future[None] | None = None
         self._on_answer: Callable[[Answer], None] | None = None
@@ -119,67 +176,64 @@ class PeerSeat(Seat):
             RelayRefused: the bot left, or its worker cannot be reached.
         """
         name = self.info.bot_name
+        loop = asyncio.get_running_loop()
         try:
-            self._reader, self._writer = await asyncio.open_unix_connection(self.path)
-            self._writer.write(frame(("claim", name, wait)))
+            _transport, self._frames = await loop.create_unix_connection(
+                lambda: Frames(self._received, self._lost), self.path
+            )
+        except OSError as exc:
+            raise RelayRefused(
+                f"{name!r} is connected to worker {self.worker}, which could not be reached ({exc}); try again"
+            ) from None
+        try:
+            self._frames.send(pickled(("claim", name, wait)))
             while True:
-                reply = await read_frame(self._reader)
+                reply = await self._claim_replies.get()
                 if reply[0] == "queued":
                     if on_queued is not None:
                         await on_queued(name, int(reply[1]))
                 elif reply[0] == "claimed":
-                    break
+                    return
                 elif reply[0] == "busy":
                     raise RelayBusy(str(reply[1]))
                 else:
                     raise RelayRefused(str(reply[1]))
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            await self.close()
-            raise RelayRefused(
-                f"{name!r} is connected to worker {self.worker}, which could not be reached ({exc!r}); try again"
-            ) from None
         except BaseException:
             await self.close()
             raise
-        self._pump = asyncio.ensure_future(self._receive())
 
-    async def _receive(self) -> None:
-        reason = f"worker {self.worker}, which holds its connection, stopped relaying its seat"
-        assert self._reader is not None
-        try:
-            while True:
-                message = await read_frame(self._reader)
-                kind = message[0]
-                if kind == "answer":
-                    if self._on_answer is not None and message[1] == self._turn_id:
-                        self._answer(unpack_answer(message[2]))  # type: ignore[arg-type]
-                elif kind == "started":
-                    if self._started is not None and not self._started.done():
-                        self._started.set_result(unpack_answer(message[1]))
-                elif kind == "ended":
-                    if self._ended is not None and not self._ended.done():
-                        self._ended.set_result(None)
-                    return
-        except (OSError, asyncio.IncompleteReadError, pickle.UnpicklingError):
-            pass
-        self._lost(reason)
+    def _received(self, message: bytes) -> None:
+        kind = message[:1]
+        if kind == ANSWER:
+            turn_id, values = pickle.loads(message[1:])
+            if self._on_answer is not None and turn_id == self._turn_id:
+                self._answer(unpack_answer(values))  # type: ignore[arg-type]
+            return
+        reply = pickle.loads(message[1:])
+        if reply[0] == "started":
+            if self._started is not None and not self._started.done():
+                self._started.set_result(unpack_answer(reply[1]))
+        elif reply[0] == "ended":
+            if self._ended is not None and not self._ended.done():
+                self._ended.set_result(None)
+        else:  # (the claim's replies)
+            self._claim_replies.put_nowait(reply)
 
     def _lost(self, reason: str) -> None:
-        failure = Answer(None, 0.0, Termination.DISCONNECT, f"disconnected ({reason})")
+        why = f"worker {self.worker}, which holds its connection, stopped relaying its seat ({reason})"
+        failure = Answer(None, 0.0, Termination.DISCONNECT, f"disconnected ({why})")
         if self._failure is None:
             self._failure = failure
-        for waiter in (self._started, self._ended):
-            if waiter is not None and not waiter.done():
-                waiter.set_result(failure if waiter is self._started else None)  # type: ignore[arg-type]
+        self._claim_replies.put_nowait(("refused", f"{self.info.bot_name!r} could not be seated: {why}"))
+        if self._started is not None and not self._started.done():
+            self._started.set_result(failure)
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_result(None)
         if self._on_answer is not None:
             self._answer(failure)
 
-    def _send(self, message: object) -> bool:
-        writer = self._writer
-        if writer is None or writer.is_closing():
-            return False
-        writer.write(frame(message))
-        return True
+    def _send(self, message: bytes) -> bool:
+        return self._frames is not None and self._frames.send(message)
 
     # -- the seat interface -----------------------------------------------------------------------
 
@@ -187,7 +241,7 @@ class PeerSeat(Seat):
         self._started = asyncio.get_running_loop().create_future()
         if self._failure is not None:
             return self._failure
-        if not self._send(("start", match, self.info)):
+        if not self._send(pickled(("start", match, self.info))):
             return Answer(None, 0.0, Termination.DISCONNECT, f"disconnected (worker {self.worker} is gone)")
         return await self._started
 
@@ -198,10 +252,10 @@ class PeerSeat(Seat):
             on_answer(self._failure)
             return
         self._on_answer = on_answer
-        self._turn_id = turn.turn_id
+        self._turn_id = turn_id = turn.turn_id
         self._timeout = timeout
         self.last_turn_args = (turn, moves)
-        self._send(("ask", turn, tuple(moves), timeout))
+        self._send(TURN + ASK.pack(turn_id, timeout) + server_message_turn(turn, moves))
         self._guard = asyncio.get_running_loop().call_later(timeout + RELAY_GRACE, self._stuck)
 
     def _stuck(self) -> None:
@@ -232,20 +286,22 @@ class PeerSeat(Seat):
             if self._guard is not None:
                 self._guard.cancel()
                 self._guard = None
-            self._send(("cancel",))
+            self._send(pickled(("cancel",)))
 
     def update(self, update: Update) -> None:
         if self._failure is None:
-            self._send(("update", update))
+            self._send(pickled(("update", update)))
 
     async def end(self, result: MatchResult) -> None:
         """Have the bot's worker tell it the end (waits at most :data:`END_WAIT`), then let the bot go."""
         self._ended = asyncio.get_running_loop().create_future()
         try:
-            if self._send(("end", result)):
-                with contextlib.suppress(TimeoutError):
+            if self._send(pickled(("end", result))):
+                try:
                     async with asyncio.timeout(END_WAIT):
                         await self._ended
+                except TimeoutError:
+                    pass
         finally:
             await self.close()
 
@@ -254,13 +310,6 @@ class PeerSeat(Seat):
         if self._guard is not None:
             self._guard.cancel()
             self._guard = None
-        pump, self._pump = self._pump, None
-        if pump is not None and not pump.done():
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError, ConnectionError):
-                await writer.wait_closed()
+        frames, self._frames = self._frames, None
+        if frames is not None:
+            frames.close()

@@ -545,17 +545,28 @@ class RemoteSeat(Seat):
         if self._failure is not None:
             on_answer(self._failure)
             return
+        self.last_turn_args = (turn, moves)
+        self.ask_wire(turn.turn_id, server_message_turn(turn, moves), timeout, on_answer)
+
+    def ask_wire(self, turn_id: int, msg: bytes, timeout: float, on_answer: Callable[[Answer], None]) -> None:
+        """:meth:`ask_then` for a Turn already written as its ``ServerMessage`` bytes (``server_message_turn``).
+
+        A worker relaying the seat of a match another worker referees gets the Turn as those bytes
+        (:mod:`arena_server.seats.peer`); it never builds the Turn object, and keeps no
+        ``last_turn_args`` (the refereeing worker reports failures).
+        """
+        if self._failure is not None:
+            on_answer(self._failure)
+            return
         lag = self._lag
         if lag is None:  # watched from the first turn to the end of the match (see end)
             lag = self._lag = LoopLag.of(asyncio.get_running_loop())
             lag.acquire()
         self._on_answer = on_answer
         self._timeout = timeout
-        turn_id = turn.turn_id
         self._expected = turn_id
         self._issued.add(turn_id)
-        self.last_turn_args = (turn, moves)
-        self._turn_msg = msg = server_message_turn(turn, moves)
+        self._turn_msg = msg
         self._started = perf_counter()
         # Started here when the stream is idle, but owned by the session: an abort never cuts it in half;
         # a bot that does not read is disconnected by the write deadline.
