@@ -27,7 +27,7 @@ import pytest
 from arena.v1 import common_pb2 as common
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
-from arena_client import Bot, Turn
+from arena_client import Bot, Turn, Update
 from arena_client.remote import ArenaError, Client
 from arena_client.types import TimeControl
 from arena_games import load_game
@@ -307,5 +307,51 @@ def test_matches_that_want_the_same_two_bots_in_either_order_never_wait_on_each_
             ]
             replies = await asyncio.wait_for(asyncio.gather(*calls), 60)
             assert all(r.record.termination == common.TERMINATION_NORMAL for r in replies)
+
+    asyncio.run(scenario())
+
+
+class FirstCell(Bot):
+    """Tic-tac-toe: the first free cell; keeps every public move it hears of, by match."""
+
+    games = ("tic_tac_toe",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.heard: dict[str, list[int]] = {}
+
+    def act(self, turn: Turn) -> int:
+        return int(turn.legal_actions[0])
+
+    def on_update(self, update: Update) -> None:
+        self.heard.setdefault(update.match_id, []).extend(m.action for m in update.moves)
+
+
+def test_a_relayed_seat_hears_the_public_moves(server: tuple[int, int]) -> None:
+    """Tic-tac-toe between bots on different workers: each hears every move of the match, its own and the
+    other's, through the relay as directly (updates between its turns, and at the end)."""
+    port, _http = server
+
+    async def scenario() -> None:
+        bots = [FirstCell(f"cell-{i}") for i in range(8)]
+        clients = [Client(b, f"127.0.0.{i + 2}:{port}", name=b.name) for i, b in enumerate(bots)]
+        async with waiting(clients), grpc.aio.insecure_channel(f"127.0.0.40:{port}") as channel:
+            stub = mp_grpc.MatchServiceStub(channel)
+            tokens = {c.name: c.session_token for c in clients}
+            for k in range(0, len(bots), 2):
+                pair = bots[k : k + 2]
+                request = mp.CreateMatchRequest(
+                    game="tic_tac_toe", bots=[b.name for b in pair], wait=True, bot_tokens=tokens
+                )
+                reply = await stub.CreateMatch(request, timeout=60)
+                assert reply.record.termination == common.TERMINATION_NORMAL, reply.record
+                played = [m.action for m in reply.record.moves]
+                assert played == [0, 1, 2, 3, 4, 5, 6]  # (the first free cell each turn: X wins with 2, 4 and 6)
+                for bot in pair:
+                    for _ in range(100):  # (the end reaches the bot just after the reply)
+                        if len(bot.heard.get(reply.match_id, [])) >= len(played):
+                            break
+                        await asyncio.sleep(0.02)
+                    assert bot.heard[reply.match_id] == played, (bot.name, bot.heard)
 
     asyncio.run(scenario())
