@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -410,3 +411,42 @@ def test_look_alike_names_racing_on_two_workers(tmp_path: Path) -> None:
         assert proc.wait(30) == 0
     finally:
         close(proc)
+
+
+def test_a_killed_servers_socket_directory_is_removed_by_the_next_start() -> None:
+    """``arena serve --workers`` removes the writer directories that SIGKILLed servers left (old, nobody
+    listening), and keeps a running server's and a directory too young to judge."""
+    from arena_server.cli.workers import clear_stale_writer_dirs
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="aw-"))  # (short: a Unix socket's path has at most 107 bytes)
+
+    def made(name: str, listening: bool, age: float) -> tuple[Path, socket.socket | None]:
+        folder = tmp_path / f"arena-writer-{name}"
+        folder.mkdir()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(folder / "writer.sock"))
+        if listening:
+            sock.listen(1)
+        else:
+            sock.close()  # (the socket file stays: a connection to it is refused)
+            sock = None
+        past = time.time() - age
+        os.utime(folder, (past, past))
+        return folder, sock
+
+    killed, _ = made("killed", listening=False, age=600)
+    running, listener = made("running", listening=True, age=600)
+    starting, _ = made("starting", listening=False, age=1)
+    empty = tmp_path / "arena-writer-empty"
+    empty.mkdir()
+    os.utime(empty, (time.time() - 600, time.time() - 600))
+    other = tmp_path / "not-arena"
+    other.mkdir()
+    try:
+        assert clear_stale_writer_dirs(str(tmp_path)) == 2
+    finally:
+        assert listener is not None
+        listener.close()
+    assert not killed.exists() and not empty.exists()
+    assert running.exists() and starting.exists() and other.exists()
+    shutil.rmtree(tmp_path)

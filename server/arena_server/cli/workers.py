@@ -95,6 +95,46 @@ def resolve_workers(value: str) -> int:
     return count
 
 
+WRITER_DIR_PREFIX = "arena-writer-"
+"""The temporary directory of a multi-worker server's sockets (the writer's, the workers' and their relays')."""
+STALE_AFTER = 60.0
+"""Seconds after which a writer directory whose writer does not answer is a killed server's (a younger one may
+belong to a server that is still starting)."""
+
+
+def clear_stale_writer_dirs(base: str | None = None, older_than: float = STALE_AFTER) -> int:
+    """Remove the writer directories that servers killed with SIGKILL left behind; how many.
+
+    A stopping server removes its own. A directory is left alone unless it is this user's, older than
+    ``older_than`` seconds, and its ``writer.sock`` refuses connections or is missing: a running server's
+    writer accepts them.
+    """
+    base = base or tempfile.gettempdir()
+    removed = 0
+    now = time.time()
+    with contextlib.suppress(OSError), os.scandir(base) as entries:
+        for entry in entries:
+            if not entry.name.startswith(WRITER_DIR_PREFIX) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_uid != os.getuid() or now - info.st_mtime < older_than:
+                continue
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.connect(os.path.join(entry.path, "writer.sock"))
+                    continue  # a running server's
+                except (ConnectionRefusedError, FileNotFoundError):
+                    pass  # nobody listens: its server is gone
+                except OSError:
+                    continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def _reserve_port(host: str, port: int) -> socket.socket:
     """A bound (not listening) socket holding the port, so every worker binds the same one."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -156,7 +196,11 @@ async def serve_workers(
         await prepare_registry(hub.registry, data_dir)
         await check_sandbox(hub.registry, allow_unsandboxed)
     bound = holder.getsockname()[1]
-    folder = tempfile.mkdtemp(prefix="arena-writer-")
+    stale = clear_stale_writer_dirs()
+    if stale:
+        noun = "directory" if stale == 1 else "directories"
+        print(f"arena: removed {stale} socket {noun} left by killed servers", file=sys.stderr, flush=True)
+    folder = tempfile.mkdtemp(prefix=WRITER_DIR_PREFIX)
     socket_path = os.path.join(folder, "writer.sock")
     ready: set[int] = set()
     ready_event = asyncio.Event()
