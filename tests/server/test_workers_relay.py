@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -91,11 +92,11 @@ async def waiting(clients: list[Client], timeout: float = 30.0) -> AsyncIterator
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def create(address: str, bots: list[str], tokens: dict[str, str]) -> mp.CreateMatchResponse:
+async def create(address: str, bots: list[str], tokens: dict[str, str], rounds: int = ROUNDS) -> mp.CreateMatchResponse:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = mp_grpc.MatchServiceStub(channel)
         request = mp.CreateMatchRequest(game="rps", bots=bots, wait=True, bot_tokens=tokens)
-        request.params["rounds"].CopyFrom(common.ParamValue(int_value=ROUNDS))
+        request.params["rounds"].CopyFrom(common.ParamValue(int_value=rounds))
         return await stub.CreateMatch(request, timeout=60)
 
 
@@ -355,3 +356,44 @@ def test_a_relayed_seat_hears_the_public_moves(server: tuple[int, int]) -> None:
                     assert bot.heard[reply.match_id] == played, (bot.name, bot.heard)
 
     asyncio.run(scenario())
+
+
+def test_a_stop_during_relayed_matches_aborts_them_and_tells_every_bot(tmp_path: Path) -> None:
+    """SIGTERM while bots on different workers play each other: every match is stored as aborted, every
+    bot hears it, each CreateMatch gets the aborted record, and the server stops within seconds."""
+    proc, port, _http = serve_with_web(tmp_path / "arena.db")
+    try:
+
+        async def scenario() -> tuple[list[mp.CreateMatchResponse], float, list[Client]]:
+            bots = [Client(Paper(f"stop-{i}"), f"127.0.0.{i + 2}:{port}", name=f"stop-{i}") for i in range(8)]
+            async with waiting(bots):
+                tokens = {c.name: c.session_token for c in bots}
+                calls = [
+                    asyncio.ensure_future(
+                        create(f"127.0.0.{30 + k}:{port}", [bots[2 * k].name, bots[2 * k + 1].name], tokens, 100_000)
+                    )
+                    for k in range(4)
+                ]
+                await asyncio.sleep(1.5)  # (all four under way)
+                began = time.monotonic()
+                proc.terminate()
+                replies = await asyncio.gather(*calls)
+                await asyncio.to_thread(proc.wait, 30)
+                took = time.monotonic() - began
+                for _ in range(50):
+                    if all(c.aborted for c in bots):
+                        break
+                    await asyncio.sleep(0.05)
+            return replies, took, bots
+
+        replies, took, bots = asyncio.run(scenario())
+    finally:
+        stop(proc)
+    assert all(r.record.termination == common.TERMINATION_ABORTED for r in replies), replies
+    assert took < 8.0, took
+    assert all([r.termination.name for r in c.aborted] == ["ABORTED"] and not c.results for c in bots), [
+        (c.name, c.results, c.aborted) for c in bots
+    ]
+    conn = sqlite3.connect(f"file:{tmp_path / 'arena.db'}?mode=ro", uri=True)
+    assert conn.execute("SELECT status, COUNT(*) FROM matches GROUP BY status").fetchall() == [("aborted", 4)]
+    conn.close()
