@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from tests.ladder.test_crash import (
     FINISHED_RATED,
-    ROOT,
     RUNNING,
     check_rated_exactly_once,
     close,
     query,
+    recompute_clean,
     serve,
     wait_for,
 )
@@ -67,15 +65,7 @@ def test_both_workers_play_rated_matches_and_the_ratings_recompute_clean(tmp_pat
     assert query(db, RUNNING) == 0
     finished = check_rated_exactly_once(db)
     assert finished >= 30
-    check = subprocess.run(
-        [sys.executable, "-m", "arena_server.cli", "ratings", "recompute", "--db", str(db), "--check"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
-    assert "the stored ratings equal the recomputed ones" in check.stdout
+    recompute_clean(db)
 
 
 REMOTE = 12
@@ -144,11 +134,4 @@ def test_the_ladder_pairs_remote_bots_connected_to_different_workers(tmp_path: P
     across = [pair for pair in pairs if where[pair[0]] != where[pair[1]]]
     assert len(across) >= 5, (len(pairs), where)  # (about half of the pairs are across workers)
     check_rated_exactly_once(db)
-    check = subprocess.run(
-        [sys.executable, "-m", "arena_server.cli", "ratings", "recompute", "--db", str(db), "--check"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
+    recompute_clean(db)

@@ -41,6 +41,8 @@ PEERS = 12
 """Waiting bots, each from its own address: all of them reach the challenger's worker about once in 4,096 runs
 (the test then passes without a relay)."""
 ROUNDS = 20
+LONG = {"rounds": 100_000}
+"""A match that is still under way when the test stops the server."""
 
 
 class Paper(Bot):
@@ -92,11 +94,17 @@ async def waiting(clients: list[Client], timeout: float = 30.0) -> AsyncIterator
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def create(address: str, bots: list[str], tokens: dict[str, str], rounds: int = ROUNDS) -> mp.CreateMatchResponse:
+async def create(
+    address: str, bots: list[str], tokens: dict[str, str], game: str = "rps", params: dict[str, int] | None = None
+) -> mp.CreateMatchResponse:
+    """``CreateMatch(wait)`` from ``address`` with ``tokens`` (RPS of :data:`ROUNDS` rounds unless told)."""
+    if params is None:
+        params = {"rounds": ROUNDS} if game == "rps" else {}
     async with grpc.aio.insecure_channel(address) as channel:
         stub = mp_grpc.MatchServiceStub(channel)
-        request = mp.CreateMatchRequest(game="rps", bots=bots, wait=True, bot_tokens=tokens)
-        request.params["rounds"].CopyFrom(common.ParamValue(int_value=rounds))
+        request = mp.CreateMatchRequest(game=game, bots=bots, wait=True, bot_tokens=tokens)
+        for key, value in params.items():
+            request.params[key].CopyFrom(common.ParamValue(int_value=value))
         return await stub.CreateMatch(request, timeout=60)
 
 
@@ -219,17 +227,11 @@ def test_a_relayed_liars_dice_seat_sees_only_its_own_dice(server: tuple[int, int
     async def scenario() -> None:
         bots = [DicePlayer(f"dice-{i}") for i in range(8)]
         clients = [Client(b, f"127.0.0.{i + 2}:{port}", name=b.name) for i, b in enumerate(bots)]
-        async with waiting(clients), grpc.aio.insecure_channel(f"127.0.0.40:{port}") as channel:
-            stub = mp_grpc.MatchServiceStub(channel)
+        async with waiting(clients):
             tokens = {c.name: c.session_token for c in clients}
             for k in range(0, len(bots), 2):
                 pair = bots[k : k + 2]
-                request = mp.CreateMatchRequest(
-                    game="liars_dice", bots=[b.name for b in pair], wait=True, bot_tokens=tokens
-                )
-                for key, value in params.items():
-                    request.params[key].CopyFrom(common.ParamValue(int_value=value))
-                reply = await stub.CreateMatch(request, timeout=60)
+                reply = await create(f"127.0.0.40:{port}", [b.name for b in pair], tokens, "liars_dice", params)
                 assert reply.record.termination == common.TERMINATION_NORMAL, reply.record
                 for seat, bot in enumerate(pair):  # the engine's view for the seat, at each of its turns
                     state = load_game("liars_dice", **params).new_initial_state()
@@ -336,15 +338,11 @@ def test_a_relayed_seat_hears_the_public_moves(server: tuple[int, int]) -> None:
     async def scenario() -> None:
         bots = [FirstCell(f"cell-{i}") for i in range(8)]
         clients = [Client(b, f"127.0.0.{i + 2}:{port}", name=b.name) for i, b in enumerate(bots)]
-        async with waiting(clients), grpc.aio.insecure_channel(f"127.0.0.40:{port}") as channel:
-            stub = mp_grpc.MatchServiceStub(channel)
+        async with waiting(clients):
             tokens = {c.name: c.session_token for c in clients}
             for k in range(0, len(bots), 2):
                 pair = bots[k : k + 2]
-                request = mp.CreateMatchRequest(
-                    game="tic_tac_toe", bots=[b.name for b in pair], wait=True, bot_tokens=tokens
-                )
-                reply = await stub.CreateMatch(request, timeout=60)
+                reply = await create(f"127.0.0.40:{port}", [b.name for b in pair], tokens, "tic_tac_toe")
                 assert reply.record.termination == common.TERMINATION_NORMAL, reply.record
                 played = [m.action for m in reply.record.moves]
                 assert played == [0, 1, 2, 3, 4, 5, 6]  # (the first free cell each turn: X wins with 2, 4 and 6)
@@ -370,7 +368,9 @@ def test_a_stop_during_relayed_matches_aborts_them_and_tells_every_bot(tmp_path:
                 tokens = {c.name: c.session_token for c in bots}
                 calls = [
                     asyncio.ensure_future(
-                        create(f"127.0.0.{30 + k}:{port}", [bots[2 * k].name, bots[2 * k + 1].name], tokens, 100_000)
+                        create(
+                            f"127.0.0.{30 + k}:{port}", [bots[2 * k].name, bots[2 * k + 1].name], tokens, params=LONG
+                        )
                     )
                     for k in range(4)
                 ]
