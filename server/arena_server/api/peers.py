@@ -251,21 +251,17 @@ class _Relay:
             self.frames.send(pickled(("busy", f"{name!r} is playing another match")))
             self.frames.close()
             return
-        if session.busy.locked():
-            session.queued += 1
-            try:
-                self.frames.send(pickled(("queued", session.queued)))
-                await session.busy.acquire()
-            finally:
-                session.queued -= 1
-        else:
-            await session.busy.acquire()
+        await session.take(self._queued)
         self.session = session
         self.locked = True
         if self.gone:  # (the refereeing worker gave up while this waited)
             self._release()
             return
         self.frames.send(pickled(("claimed",)))
+
+    async def _queued(self, position: int) -> None:
+        """The bot plays another match: the refereeing worker hears its place in the bot's queue."""
+        self.frames.send(pickled(("queued", position)))
 
     async def _start(self, match: MatchInfo, info: SeatInfo) -> None:
         if self.session is None:

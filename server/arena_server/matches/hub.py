@@ -21,6 +21,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import functools
 import itertools
 import secrets
 import sqlite3
@@ -310,16 +311,7 @@ class Hub:
                         raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
                     if session.busy.locked() and not wait:
                         raise HubError("busy", f"{name!r} is playing another match")
-                    if session.busy.locked():
-                        session.queued += 1
-                        try:
-                            if on_queued is not None:
-                                await on_queued(name, session.queued)
-                            await session.busy.acquire()
-                        finally:
-                            session.queued -= 1
-                    else:
-                        await session.busy.acquire()
+                    await session.take(None if on_queued is None else functools.partial(on_queued, name))
                     locked.append(session)
                     seats.append(RemoteSeat(session, SeatInfo(index, name, 1, "remote")))
             seats.sort(key=lambda seat: seat.info.seat)  # (taken in the order of the names)

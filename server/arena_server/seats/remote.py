@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, Final
 
 from arena.v1 import bot_session_pb2 as bs
@@ -193,6 +193,23 @@ class RemoteSession:
     def _settle(self) -> None:
         waiters, self._settle_waiters = self._settle_waiters, []
         _wake(waiters)
+
+    async def take(self, on_queued: Callable[[int], Awaitable[None]] | None = None) -> None:
+        """Hold the session for one match (:attr:`busy`), waiting behind the match it plays.
+
+        When it has to wait, ``on_queued(position)`` is awaited first, with its place in the queue
+        (:attr:`queued`). Whoever takes it releases :attr:`busy` when the match is over.
+        """
+        if self.busy.locked():
+            self.queued += 1
+            try:
+                if on_queued is not None:
+                    await on_queued(self.queued)
+                await self.busy.acquire()
+            finally:
+                self.queued -= 1
+        else:
+            await self.busy.acquire()
 
     # -- writing ------------------------------------------------------------------------------------
 
