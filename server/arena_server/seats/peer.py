@@ -258,6 +258,12 @@ class PeerSeat(Seat):
         self._send(TURN + ASK.pack(turn_id, timeout) + server_message_turn(turn, moves))
         self._guard = asyncio.get_running_loop().call_later(timeout + RELAY_GRACE, self._stuck)
 
+    def _unguard(self) -> None:
+        """Forget the outstanding turn's guard timer (:meth:`_stuck`), if any."""
+        if self._guard is not None:
+            self._guard.cancel()
+            self._guard = None
+
     def _stuck(self) -> None:
         self._guard = None
         if self._on_answer is not None:
@@ -274,18 +280,14 @@ class PeerSeat(Seat):
     def _answer(self, answer: Answer) -> None:
         on_answer = self._on_answer
         self._on_answer = None
-        if self._guard is not None:
-            self._guard.cancel()
-            self._guard = None
+        self._unguard()
         if on_answer is not None:
             on_answer(answer)
 
     def cancel_ask(self) -> None:
         if self._on_answer is not None:
             self._on_answer = None
-            if self._guard is not None:
-                self._guard.cancel()
-                self._guard = None
+            self._unguard()
             self._send(pickled(("cancel",)))
 
     def update(self, update: Update) -> None:
@@ -307,9 +309,7 @@ class PeerSeat(Seat):
 
     async def close(self) -> None:
         """Close the relay (the bot's worker lets the bot go); safe to call more than once."""
-        if self._guard is not None:
-            self._guard.cancel()
-            self._guard = None
+        self._unguard()
         frames, self._frames = self._frames, None
         if frames is not None:
             frames.close()
