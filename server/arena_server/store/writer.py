@@ -524,9 +524,7 @@ class StoreWriter:
                 if worker is not None and worker == owner:
                     left.append((conn, request_id, worker))  # (its own hub hears of its own matches)
                     continue
-                body = _reply_bytes((request_id, True, str(match_id)))
-                with contextlib.suppress(OSError):
-                    conn.sendall(_HEADER.pack(len(body)) + body)
+                _send_all([conn], [(request_id, True, str(match_id))], notice=False)
             if left:
                 self._next[game] = left
             else:
@@ -683,8 +681,11 @@ class StoreWriter:
 
 
 def _send_all(conns: list[socket.socket], messages: list[Any], notice: bool = True) -> None:
-    """Send ``messages`` to each of ``conns`` (as notices, or as ready-made replies); a connection gone is skipped."""
-    bodies = (pickle.dumps((NOTICE, True, m) if notice else m, protocol=pickle.HIGHEST_PROTOCOL) for m in messages)
+    """Send ``messages`` to each of ``conns`` (as notices, or as replies); a connection gone is skipped."""
+    bodies = (
+        pickle.dumps((NOTICE, True, m), protocol=pickle.HIGHEST_PROTOCOL) if notice else _reply_bytes(m)
+        for m in messages
+    )
     data = b"".join(_HEADER.pack(len(body)) + body for body in bodies)
     for conn in conns:
         with contextlib.suppress(OSError):
