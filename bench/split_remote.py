@@ -25,6 +25,9 @@ the row above it:
   server's share of a move.
 * ``sdk``: the same server against the SDK ``Client`` with ``act`` inline, as
   in ``bench_remote.py`` (2). What it costs over ``protocol`` is the SDK's.
+* ``observing``: as ``sdk``, with a bot that reads its observation every
+  move, as the reference RPS bots do. What it costs over ``sdk`` is the
+  SDK's decoding of the observation.
 
 For each it prints the mean round trip over the window and, for the event
 loop's thread, the CPU time (user and kernel, from ``/proc``), what that CPU
@@ -268,8 +271,33 @@ async def sdk() -> dict[str, float]:
     return window.per_round_trip()
 
 
-KINDS = {"bare": bare, "codec": codec, "session": session, "referee": referee, "protocol": protocol, "sdk": sdk}
-"""The rows, in their order (each adds one layer to the one above; ``count_remote.py`` counts the same)."""
+class _ObservingWindowBot(_WindowBot):
+    def act(self, turn):  # type: ignore[no-untyped-def]
+        self.rounds_seen = turn.observation.round
+        return super().act(turn)
+
+
+async def observing() -> dict[str, float]:
+    """As ``sdk``, with a bot that reads its observation every move (as the reference RPS bots do)."""
+    window = Window()
+    hub = Hub(None, arena_bots.hosted_bots())
+    async with running_server(hub, port=0) as (_server, port):
+        client = Client(_ObservingWindowBot(window), f"127.0.0.1:{port}", name="split-observing", threaded=False)
+        await client.play(opponent="rock", params={"rounds": ROUNDS})
+    return window.per_round_trip()
+
+
+KINDS = {
+    "bare": bare,
+    "codec": codec,
+    "session": session,
+    "referee": referee,
+    "protocol": protocol,
+    "sdk": sdk,
+    "observing": observing,
+}
+"""The rows, in their order (each adds one layer to the one above, but ``observing``, which is ``sdk`` with a
+bot that reads its observation; ``count_remote.py`` counts the same)."""
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from arena.v1 import bot_session_pb2 as bs
 from arena_client import PublicMove, Turn
 from arena_client.convert import WireTurn, turn_from_proto
 from arena_client.remote import server_message
-from arena_client.wire import read_turn
+from arena_client.wire import read_turn, varint
 from arena_games import load_game
 from arena_server.seats.turn_wire import server_message_turn
 from tests.server.test_action_wire import EDITS, edited
@@ -37,6 +37,32 @@ def now(turn: Turn) -> tuple[object, ...]:
 def later(turn: Turn) -> tuple[object, ...]:
     """What is decoded when the bot reads it."""
     return turn.observation, turn.time_budget, turn.overage_left
+
+
+def varint_at(raw: bytes, i: int) -> tuple[int, int]:
+    """The varint at ``raw[i]`` and the index after it (the bytes are ones read_turn accepted)."""
+    value = shift = 0
+    while True:
+        b = raw[i]
+        value |= (b & 0x7F) << shift
+        i += 1
+        if b < 0x80:
+            return value, i
+        shift += 7
+
+
+def without_moves(raw: bytes) -> bytes:
+    """A ``ServerMessage{turn}`` that read_turn accepted, without the Turn's public moves (field 7)."""
+    _size, i = varint_at(raw, 1)
+    start = i
+    while i < len(raw) and raw[i] != 0x3A:
+        if raw[i] & 7 == 0:
+            _value, i = varint_at(raw, i + 1)
+        else:
+            n, i = varint_at(raw, i + 1)
+            i += n
+    body = raw[start:i]
+    return b"\x1a" + varint(len(body)) + body
 
 
 def protobuf_turn(raw: bytes, seat: int) -> Turn | None:
@@ -102,10 +128,16 @@ def test_edited_bytes_read_by_hand_are_what_protobuf_reads(
         return
     expected = protobuf_turn(data, 1)
     if expected is None:
-        # The fields read by hand were well formed, but protobuf refuses the message (a broken observation,
-        # say): the bot hears of it when it reads the rest, never a value protobuf would not give.
-        with pytest.raises(Exception):  # noqa: B017  (protobuf's DecodeError, or what its parse raises)
-            later(read)
+        # The fields read by hand were well formed, but protobuf refuses the message. When what it refuses is
+        # in a field the bot reads (a broken observation, say), the bot hears of it when it reads that field,
+        # never a value protobuf would not give. The public moves, which a bot that does not want its updates
+        # never reads, are not looked at: then the rest reads as protobuf reads the Turn without them.
+        stripped = protobuf_turn(without_moves(data), 1)
+        if stripped is None:
+            with pytest.raises(Exception):  # noqa: B017  (protobuf's DecodeError, or what its parse raises)
+                later(read)
+        else:
+            assert later(read) == later(stripped), data.hex()
         return
     assert now(read) == now(expected), data.hex()
     assert later(read) == later(expected), data.hex()
@@ -187,3 +219,87 @@ def test_a_turn_read_by_hand_keeps_the_message_and_parses_it_once() -> None:
     first = read.observation
     assert first.round == 4 and read.observation is first
     assert read.time_budget == timedelta(0)
+
+
+def rps_turn(**rps: object) -> bytes:
+    return bs.ServerMessage(
+        turn=bs.Turn(
+            match_id="m",
+            turn_id=9,
+            legal_actions=[0, 1, 2],
+            observation={"rps": rps},
+            time_budget={"seconds": 2, "nanos": 500_000_000},
+            overage_left={"seconds": 30},
+        )
+    ).SerializeToString()
+
+
+def test_an_rps_observation_and_the_budgets_are_read_from_the_bytes_without_protobuf(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the SDK reads by hand (``arena_client.turn_fields``) never reaches protobuf's parse."""
+    raw = rps_turn(signs=5, rounds=1000, round=517, wins=[170, 160], last_round=[1, 4])
+    expected = protobuf_turn(raw, 0)
+    parsed: list[bytes] = []
+    parse = bs.ServerMessage.FromString
+    monkeypatch.setattr(bs.ServerMessage, "FromString", lambda data: parsed.append(data) or parse(data))
+    read = read_turn(raw, 0, False)
+    assert read is not None and expected is not None
+    assert later(read) == later(expected)
+    assert read.observation.wins == (170, 160) and read.time_budget == timedelta(seconds=2.5)
+    assert parsed == []
+
+
+@pytest.mark.parametrize(
+    "what",
+    ["tic-tac-toe's observation", "wins not packed", "a negative round", "an unknown field", "a negative budget"],
+)
+def test_what_the_hand_reader_does_not_take_is_parsed_by_protobuf(what: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Layouts protobuf reads but the hand reader leaves alone give protobuf's values, through protobuf's parse."""
+    observation = bs.Turn(observation={"rps": {"signs": 3, "round": 7}}).observation.SerializeToString()
+    budget = b"\x2a\x02\x08\x01"
+    if what == "tic-tac-toe's observation":
+        board = bs.Turn(observation={"tic_tac_toe": {"rows": 3, "cols": 3, "k": 3}})
+        observation = board.observation.SerializeToString()
+    elif what == "wins not packed":
+        observation = b"\x0a\x06\x08\x03\x20\x01\x20\x02"
+    elif what == "a negative round":
+        observation = b"\x0a\x0d\x08\x03\x18" + b"\xff" * 9 + b"\x01"
+    elif what == "an unknown field":
+        observation = b"\x0a\x04\x08\x03\x48\x01"
+    else:
+        budget = b"\x2a\x0b\x08" + b"\xff" * 9 + b"\x01"
+    body = b"\x0a\x01m\x10\x09\x1a" + varint(len(observation)) + observation + b"\x22\x03\x00\x01\x02" + budget
+    raw = b"\x1a" + varint(len(body)) + body
+    expected = protobuf_turn(raw, 0)
+    assert expected is not None
+    parsed: list[bytes] = []
+    parse = bs.ServerMessage.FromString
+    monkeypatch.setattr(bs.ServerMessage, "FromString", lambda data: parsed.append(data) or parse(data))
+    read = read_turn(raw, 0, False)
+    assert read is not None
+    assert later(read) == later(expected)
+    assert parsed == [raw]  # (once: the parsed message is kept for the other fields)
+
+
+def test_a_turn_without_an_observation_reads_none_by_hand() -> None:
+    raw = bs.ServerMessage(turn=bs.Turn(match_id="m", turn_id=1, legal_actions=[0])).SerializeToString()
+    read = read_turn(raw, 0, False)
+    assert read is not None
+    assert read.observation is None and read.time_budget == timedelta(0) and read.overage_left == timedelta(0)
+    empty_rps = rps_turn()
+    read = read_turn(empty_rps, 0, False)
+    assert read is not None and read.observation == protobuf_turn(empty_rps, 0).observation  # type: ignore[union-attr]
+
+
+def test_public_moves_protobuf_would_refuse_do_not_stop_a_bot_that_never_reads_them() -> None:
+    """A label that is not UTF-8 in a public move: a bot without updates still reads its observation by hand."""
+    message = bs.ServerMessage.FromString(rps_turn(signs=3, round=4, wins=[1, 2]))
+    message.turn.moves.add(seat=0, action=1, label="ab")
+    raw = bytearray(message.SerializeToString())
+    at = raw.index(b"ab")
+    raw[at : at + 2] = b"\xc3\x28"
+    assert protobuf_turn(bytes(raw), 0) is None
+    read = read_turn(bytes(raw), 0, False)
+    assert read is not None and read.observation.round == 4 and read.observation.wins == (1, 2)
+    assert read_turn(bytes(raw), 0, True) is None  # a bot that wants its updates: protobuf, which refuses

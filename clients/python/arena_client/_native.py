@@ -37,6 +37,7 @@ from types import ModuleType
 
 MODULES = (
     "arena_client.remote",
+    "arena_client.turn_fields",
     "arena_client.wire",
     "arena_server.api.bot_session",
     "arena_server.api.record_wire",

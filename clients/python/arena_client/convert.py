@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 from arena.v1 import bot_session_pb2 as bs
 from arena.v1 import common_pb2 as common
 from arena.v1 import observations_pb2 as obs
+from arena_client.turn_fields import NOT_READ, read_duration, read_observation
 from arena_client.types import (
     MatchInfo,
     MatchResult,
@@ -315,13 +316,22 @@ UNREAD: Any = object()
 _TURN_FIELDS = tuple(f.name for f in dataclasses.fields(Turn))
 
 
+_DURATION_TAGS = {"time_budget": 0x2A, "overage_left": 0x32}
+"""The first byte of each duration field of a Turn (fields 5 and 6, length-delimited)."""
+
+
 def _decoded_duration(slot: str, field: str) -> property:
     """A :class:`WireTurn` property: the duration ``field`` of its message, decoded on first read into ``slot``."""
+
+    tag = _DURATION_TAGS[field]
 
     def read(turn: WireTurn) -> timedelta:
         value = getattr(turn, slot)
         if value is UNREAD:
-            value = to_timedelta(getattr(_message(turn), field))
+            msg = turn._msg
+            value = read_duration(msg, tag) if type(msg) is bytes else NOT_READ
+            if value is NOT_READ:
+                value = to_timedelta(getattr(_message(turn), field))
             setattr(turn, slot, value)
         return value  # type: ignore[no-any-return]
 
@@ -336,10 +346,11 @@ class WireTurn(Turn):
 
     The match and turn ids, the seat and the legal actions are decoded at
     once (by the SDK from the Turn's bytes, :func:`arena_client.wire.read_turn`).
-    The observation (a game's dataclass: for RPS some 1.2 us to build from the
-    message) and the two durations are decoded the first time the bot reads
-    them, and kept: a bot that plays from its updates, or never
-    looks at the clock, does not pay for them on every move. In every other
+    The observation (a game's dataclass) and the two durations are decoded the
+    first time the bot reads them, and kept: a bot that plays from its updates,
+    or never looks at the clock, does not pay for them on every move. From a
+    Turn's bytes, an RPS observation and the durations are read by hand
+    (:mod:`arena_client.turn_fields`); anything else is parsed by protobuf. In every other
     way it is a Turn: it compares equal to a Turn with the same fields, its
     repr reads ``Turn(...)``, and ``dataclasses.replace`` and ``copy`` work.
 
@@ -362,7 +373,11 @@ class WireTurn(Turn):
     def observation(self) -> Any:
         value = self._observation
         if value is UNREAD:
-            value = self._observation = observation_from_proto(_message(self).observation)
+            msg = self._msg
+            value = read_observation(msg) if type(msg) is bytes else NOT_READ  # (an RPS one, from its bytes)
+            if value is NOT_READ:
+                value = observation_from_proto(_message(self).observation)
+            self._observation = value
         return value
 
     @observation.setter

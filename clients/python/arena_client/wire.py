@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from arena_client.convert import UNREAD, WireTurn
+from arena_client.turn_fields import read_varint
 from arena_client.types import Turn
 
 SMALL: Final = [bytes((n,)) for n in range(0x80)]
@@ -79,20 +80,6 @@ def action_message(match_id: str, turn_id: int, action: int) -> bytes:
 def serialize(message: Any) -> bytes:
     """A message's bytes; bytes (from :func:`action_message`) as they are. The stream's request serializer."""
     return message if type(message) is bytes else message.SerializeToString()
-
-
-def read_varint(raw: bytes, i: int, end: int) -> tuple[int, int]:
-    """The varint at ``raw[i]`` of at most five bytes, and the index after it; (-1, i) if there is none."""
-    value = 0
-    shift = 0
-    while i < end and shift < 35:
-        b = raw[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i
-        shift += 7
-    return -1, i
 
 
 def read_ids(raw: bytes, tag: int) -> tuple[str, int, int]:

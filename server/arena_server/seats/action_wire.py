@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 from arena.v1 import bot_session_pb2 as bs
+from arena_client.turn_fields import read_varint as _varint
 from arena_client.wire import read_ids
-from arena_client.wire import read_varint as _varint
 
 
 class WireAction:
