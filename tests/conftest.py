@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import fnmatch
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -114,6 +116,15 @@ async def live_server(tmp_path: Path) -> AsyncIterator[LiveServer]:
         await store.close()
 
 
+# Every local Ray cluster the run starts (the tests' `--ray` runs, in this process or in a child) keeps its
+# session directory, sockets and logs under RAY_TMPDIR, which Ray never cleans up: by default /tmp/ray,
+# which grew by a few sessions each run. The run gives them a directory of its own (short: Ray's sockets
+# live under it), removed when the run ends; a RAY_TMPDIR set by whoever runs the tests is left alone.
+_ray_tmp: str | None = None
+if "RAY_TMPDIR" not in os.environ:
+    _ray_tmp = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="arena-ray-")
+
+
 # One Ray head for the whole run (tests/ray_support.py), started by the first test that asks for it and
 # told to stop right after the last one that needs it, so that its idle processes do not share the CPUs
 # with the rest of the run (the end of the session waits for it); a test needs it when it takes the
@@ -156,3 +167,5 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     _stop_ray_head()  # also after a failure or an interrupt that ended the run early
+    if _ray_tmp is not None:
+        shutil.rmtree(_ray_tmp, ignore_errors=True)
