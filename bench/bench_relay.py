@@ -14,7 +14,9 @@ interleaved ``REPEATS`` times:
 - ``both relayed``: both bots on one worker, the match refereed by the other.
 
 It prints the median time a round (both bots' moves) over the repeats, and each
-placement against ``direct``. The bots share this one process (and the two
+placement against ``direct``; then the CPU time each worker process spent a
+round (every thread, from ``/proc/PID/task/*/schedstat``), which the host's
+noise moves less than the wall-clock time. The bots share this one process (and the two
 cores with the server), so a round's time includes their SDK work; the bot's
 own clock never includes the relay (its worker times it).
 
@@ -75,6 +77,18 @@ async def channels_by_worker(proc: object, port: int) -> dict[int, grpc.aio.Chan
     raise SystemExit("every connection landed on one worker")
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time of process ``pid`` so far, every thread (nanosecond counts, from ``schedstat``)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # (a thread that ended meanwhile)
+    return total / 1e9
+
+
 async def timed(channel: grpc.aio.Channel, a: Client, b: Client, rounds: int) -> float:
     """Seconds a round of a ``rounds``-round match between ``a`` and ``b``, created over ``channel``."""
     request = mp.CreateMatchRequest(
@@ -116,15 +130,28 @@ async def main(rounds: int, repeats: int) -> None:
         for channel, (a, b) in placements.values():  # warm up each placement's paths
             await timed(channel, a, b, 200)
         times: dict[str, list[float]] = {name: [] for name in placements}
+        cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in placements}
+        workers = {  # the refereeing worker first
+            name: (crowded, other) if channel is channels[crowded] else (other, crowded)
+            for name, (channel, _) in placements.items()
+        }
         for _ in range(repeats):
             for name, (channel, (a, b)) in placements.items():
+                before = [cpu_seconds(pid) for pid in workers[name]]
                 times[name].append(await timed(channel, a, b, rounds))
+                after = [cpu_seconds(pid) for pid in workers[name]]
+                cpu[name].append(((after[0] - before[0]) / rounds, (after[1] - before[1]) / rounds))
         print(f"RPS, {rounds} rounds a match, two remote SDK bots (inline) here, {repeats} interleaved repeats")
         base = statistics.median(times["direct"])
         for name, values in times.items():
             median = statistics.median(values)
             per = ", ".join(f"{v * 1e6:.0f}" for v in values)
             print(f"  {name:<13} {median * 1e6:7.1f} us a round  {median / base:5.2f}x   (runs: {per})")
+        print("CPU a round, median over the repeats: the refereeing worker, the other worker")
+        for name, values in cpu.items():
+            mine = statistics.median(v[0] for v in values) * 1e6
+            theirs = statistics.median(v[1] for v in values) * 1e6
+            print(f"  {name:<13} {mine:7.1f} us  {theirs:7.1f} us")
         for task in playing:
             task.cancel()
         await asyncio.gather(*playing, return_exceptions=True)
