@@ -262,29 +262,28 @@ class _WindowBot(Scissors):
         return super().act(turn)
 
 
-async def sdk() -> dict[str, float]:
-    window = Window()
-    hub = Hub(None, arena_bots.hosted_bots())
-    async with running_server(hub, port=0) as (_server, port):
-        client = Client(_WindowBot(window), f"127.0.0.1:{port}", name="split-sdk", threaded=False)
-        await client.play(opponent="rock", params={"rounds": ROUNDS})
-    return window.per_round_trip()
-
-
 class _ObservingWindowBot(_WindowBot):
     def act(self, turn):  # type: ignore[no-untyped-def]
         self.rounds_seen = turn.observation.round
         return super().act(turn)
 
 
-async def observing() -> dict[str, float]:
-    """As ``sdk``, with a bot that reads its observation every move (as the reference RPS bots do)."""
+async def _sdk_row(bot_class: type[_WindowBot], name: str) -> dict[str, float]:
     window = Window()
     hub = Hub(None, arena_bots.hosted_bots())
     async with running_server(hub, port=0) as (_server, port):
-        client = Client(_ObservingWindowBot(window), f"127.0.0.1:{port}", name="split-observing", threaded=False)
+        client = Client(bot_class(window), f"127.0.0.1:{port}", name=name, threaded=False)
         await client.play(opponent="rock", params={"rounds": ROUNDS})
     return window.per_round_trip()
+
+
+async def sdk() -> dict[str, float]:
+    return await _sdk_row(_WindowBot, "split-sdk")
+
+
+async def observing() -> dict[str, float]:
+    """As ``sdk``, with a bot that reads its observation every move (as the reference RPS bots do)."""
+    return await _sdk_row(_ObservingWindowBot, "split-observing")
 
 
 KINDS = {

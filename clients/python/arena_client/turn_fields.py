@@ -109,6 +109,28 @@ def _packed(raw: bytes, i: int, end: int) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def _int32_field(raw: bytes, i: int, end: int, tag: int) -> tuple[int, int]:
+    """The int32 field ``tag`` at ``raw[i]`` (0 when the next field is another) and the index after it.
+
+    The value is -1 when it is not from 0 to 2**31 - 1 in at most five bytes.
+    """
+    if i < end and raw[i] == tag:
+        value, i = read_varint(raw, i + 1, end)
+        return (value if value < _INT32_END else -1), i
+    return 0, i
+
+
+def _packed_field(raw: bytes, i: int, end: int, tag: int) -> tuple[tuple[int, ...] | None, int]:
+    """The packed repeated int32 field ``tag`` at ``raw[i]`` (empty when the next field is another) and the
+    index after it; None for a length past ``end`` or a value :func:`_packed` does not take."""
+    if i < end and raw[i] == tag:
+        n, i = read_varint(raw, i + 1, end)
+        if n < 0 or i + n > end:
+            return None, i
+        return _packed(raw, i, i + n), i + n
+    return (), i
+
+
 def read_observation(raw: bytes) -> Any:
     """The observation of the Turn in ``raw`` when it is an RPS one (or none); :data:`NOT_READ` otherwise."""
     start, end = field_span(raw, 0x1A)
@@ -121,34 +143,12 @@ def read_observation(raw: bytes) -> Any:
     n, i = read_varint(raw, start + 1, end)
     if n < 0 or i + n != end:
         return NOT_READ
-    signs = rounds = round_ = 0
-    if i < end and raw[i] == 0x08:
-        signs, i = read_varint(raw, i + 1, end)
-        if not 0 <= signs < _INT32_END:
-            return NOT_READ
-    if i < end and raw[i] == 0x10:
-        rounds, i = read_varint(raw, i + 1, end)
-        if not 0 <= rounds < _INT32_END:
-            return NOT_READ
-    if i < end and raw[i] == 0x18:
-        round_, i = read_varint(raw, i + 1, end)
-        if not 0 <= round_ < _INT32_END:
-            return NOT_READ
-    wins: tuple[int, ...] | None = ()
-    if i < end and raw[i] == 0x22:
-        n, i = read_varint(raw, i + 1, end)
-        if n < 0 or i + n > end:
-            return NOT_READ
-        wins = _packed(raw, i, i + n)
-        i += n
-    last: tuple[int, ...] | None = ()
-    if i < end and raw[i] == 0x2A:
-        n, i = read_varint(raw, i + 1, end)
-        if n < 0 or i + n > end:
-            return NOT_READ
-        last = _packed(raw, i, i + n)
-        i += n
-    if i != end or wins is None or last is None:
+    signs, i = _int32_field(raw, i, end, 0x08)
+    rounds, i = _int32_field(raw, i, end, 0x10)
+    round_, i = _int32_field(raw, i, end, 0x18)
+    wins, i = _packed_field(raw, i, end, 0x22)
+    last, i = _packed_field(raw, i, end, 0x2A)
+    if i != end or signs < 0 or rounds < 0 or round_ < 0 or wins is None or last is None:
         return NOT_READ
     return rps_observation(signs, rounds, round_, wins, last)
 
