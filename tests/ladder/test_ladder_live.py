@@ -194,6 +194,45 @@ async def test_failing_bot_is_paused_with_its_reason_and_resumes_on_a_new_versio
     assert next(r for r in board_rows if r.bot == "crasher").paused_reason == ""
 
 
+async def crasher_matches(store: Store) -> int:
+    return await scalar(
+        store, "SELECT COUNT(*) FROM match_seats s JOIN matches m ON m.id = s.match_id WHERE s.bot_name = 'crasher'"
+    )
+
+
+async def test_failures_in_a_row_count_the_matches_another_ladder_played(
+    live_server: LiveServer, extra_bots: dict[str, HostedBot]
+) -> None:
+    """A bot's failed rated matches are counted in the store: another worker's ladder, or the ladder before a
+    restart, played some of them. This ladder pauses it after the one more failure that makes the run."""
+    add_bot(live_server, extra_bots, HostedBot("crasher", ("rps",), lambda seed: Crasher(), "always crashes"))
+    store = live_server.store
+    game = load_game("rps", rounds=5)
+    bots = ("crasher", "rock", "rotate")
+    first = Ladder(live_server.hub, LadderConfig([game], concurrency=1, pause_after=100, seed=4, bots=bots))
+    first.start()
+    for _ in range(500):
+        if await crasher_matches(store) >= 2:
+            break
+        await asyncio.sleep(0.02)
+    first.halt()
+    await first.stop()
+    before = await crasher_matches(store)
+    assert before >= 2 and "crasher" not in first.paused
+    assert await ls.failures_in_a_row(store.conn, "crasher", 1, [int(Termination.CRASH)], 100) == before
+    second = Ladder(live_server.hub, LadderConfig([game], concurrency=1, pause_after=before + 1, seed=5, bots=bots))
+    second.start()
+    for _ in range(500):
+        if "crasher" in second.paused:
+            break
+        await asyncio.sleep(0.02)
+    second.halt()
+    await second.stop()
+    assert "crasher" in second.paused
+    assert await crasher_matches(store) == before + 1  # (one failure here; a count of its own would need all)
+    assert f"paused after {before + 1} failed matches in a row" in second.paused["crasher"][1]
+
+
 async def test_ladder_service_reads_leaderboard_crosstable_and_bot_matches(live_server: LiveServer) -> None:
     config = LadderConfig([load_game("rps", rounds=20)], concurrency=2, seed=8, bots=("rock", "beat-last", "random"))
     await run_ladder(live_server.hub, config, 12)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
 import arena_server.ratings.fit as rt
 import arena_server.store.ratings as ls
+from arena_client import Termination
 from arena_games import load_game
+from arena_server.store.database import Store
 
 
 def simulate(true_elo: dict[str, float], games: int, seed: int) -> list[rt.PairTotal]:
@@ -202,3 +205,84 @@ def test_a_large_sparse_pool_converges() -> None:
     warm = rt.fit_rows(names, rows, start={n: true[n] for n in names})
     assert set(cold.component) == {0}
     assert max(abs(x - y) for x, y in zip(warm.ratings, cold.ratings, strict=True)) < 0.01
+
+
+async def test_failures_in_a_row_are_counted_back_from_the_last_match_to_end(tmp_path: Path) -> None:
+    """Only rated, finished matches of that version count; a match that ended well, or a failure that was the
+    opponent's, ends the run; the order is the order the matches ended, not their ids."""
+    store = await Store.open(tmp_path / "arena.db")
+    crash, timeout, normal = int(Termination.CRASH), int(Termination.TIMEOUT), int(Termination.NORMAL)
+    rows = [  # (ended, status, termination, offender, rated, my seat, version)
+        ("2026-01-01T00:00:01", "finished", crash, 0, 1, 0, 1),
+        ("2026-01-01T00:00:02", "finished", normal, None, 1, 0, 1),  # ends the run before it
+        ("2026-01-01T00:00:03", "finished", crash, 1, 1, 0, 1),  # the opponent crashed: ends the run too
+        ("2026-01-01T00:00:04", "finished", timeout, 1, 1, 1, 1),
+        ("2026-01-01T00:00:09", "finished", crash, 0, 1, 0, 1),  # (started first, ended last)
+        ("2026-01-01T00:00:05", "finished", crash, 0, 0, 0, 1),  # unrated: not counted
+        ("2026-01-01T00:00:06", "aborted", None, None, 1, 0, 1),  # aborted: not counted
+        ("2026-01-01T00:00:07", "finished", normal, None, 1, 0, 2),  # another version
+        ("2026-01-01T00:00:08", "finished", crash, 1, 1, 1, 1),
+    ]
+    order = [4, 0, 1, 2, 3, 5, 6, 7, 8]  # the ids follow the starts
+    try:
+        async with store.write_lock:
+            for match_id, k in enumerate(order, start=1):
+                ended, status, termination, offender, rated, seat, version = rows[k]
+                await store.conn.execute(
+                    "INSERT INTO matches (id, game, params, seed, seed_sha256, time_control, status, termination, "
+                    "offender, rated, started_at, ended_at) VALUES (?, 'rps', '{}', 's', 'h', '{}', ?, ?, ?, ?, ?, ?)",
+                    (match_id, status, termination, offender, rated, ended, ended),
+                )
+                for s in (0, 1):
+                    name = "me" if s == seat else "them"
+                    await store.conn.execute(
+                        "INSERT INTO match_seats (match_id, seat, bot_name, bot_version, kind) "
+                        "VALUES (?, ?, ?, ?, 'remote')",
+                        (match_id, s, name, version if name == "me" else 1),
+                    )
+            await store.conn.commit()
+        counted = [crash, timeout]
+        assert await ls.failures_in_a_row(store.conn, "me", 1, counted, 10) == 3  # 9, 8 and 4 (seconds)
+        assert await ls.failures_in_a_row(store.conn, "me", 1, counted, 2) == 2  # (at most the limit)
+        assert await ls.failures_in_a_row(store.conn, "me", 1, [crash], 10) == 2  # the timeout (4) ends the run then
+        assert await ls.failures_in_a_row(store.conn, "me", 2, counted, 10) == 0
+        assert await ls.failures_in_a_row(store.conn, "nobody", 1, counted, 10) == 0
+    finally:
+        await store.close()
+
+
+async def test_an_unpaused_bot_starts_a_new_run_of_failures(tmp_path: Path) -> None:
+    """``arena ratings unpause``: the failures that paused the bot do not pause it again at its next one."""
+    store = await Store.open(tmp_path / "arena.db")
+    crash = int(Termination.CRASH)
+
+    async def failed(match_id: int, ended: str) -> None:
+        async with store.write_lock:
+            await store.conn.execute(
+                "INSERT INTO matches (id, game, params, seed, seed_sha256, time_control, status, termination, "
+                "offender, rated, started_at, ended_at) VALUES (?, 'rps', '{}', 's', 'h', '{}', 'finished', ?, 0, 1, "
+                "?, ?)",
+                (match_id, crash, ended, ended),
+            )
+            await store.conn.execute(
+                "INSERT INTO match_seats (match_id, seat, bot_name, bot_version, kind) "
+                "VALUES (?, 0, 'me', 1, 'hosted')",
+                (match_id,),
+            )
+            await store.conn.commit()
+
+    try:
+        for n in range(3):
+            await failed(n + 1, f"2026-01-01T00:00:0{n}+00:00")
+        assert await ls.failures_in_a_row(store.conn, "me", 1, [crash], 3) == 3
+        await ls.pause_bot(store, "me", 1, "paused after 3 failed matches in a row")
+        assert "me" in await ls.paused_bots(store.conn)
+        await ls.unpause_bot(store, "me")
+        assert await ls.paused_bots(store.conn) == {}
+        assert await ls.failures_in_a_row(store.conn, "me", 1, [crash], 3) == 0
+        await failed(4, "2999-01-01T00:00:00+00:00")  # (after the unpause, whenever the test runs)
+        assert await ls.failures_in_a_row(store.conn, "me", 1, [crash], 3) == 1
+        board = await ls.leaderboard(store.conn, "rps")
+        assert all(row.paused_reason == "" for row in board)
+    finally:
+        await store.close()

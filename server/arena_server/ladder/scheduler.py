@@ -26,7 +26,10 @@ the ladder or the refitter stops), never when somebody reads them.
 Concurrency is limited overall and per bot (a remote bot plays one match at
 a time anyway). A bot that fails ``pause_after`` rated matches in a row
 (timeout, crash, disconnect, protocol error or illegal action) is paused with
-the last reason; it plays again once a newer version is registered.
+the last reason; it plays again once a newer version is registered. The run
+of failures is counted in the store (``failures_in_a_row``), over every
+rated match of that version, whichever worker refereed it and before a
+restart too.
 
 On ``arena serve --workers N`` each worker runs a ladder. It pairs the bots
 of its own process and also the remote bots connected to the other workers
@@ -69,6 +72,8 @@ FAILURES = frozenset(
     }
 )
 """Endings that count towards pausing the offending bot."""
+_FAILURE_CODES = frozenset(int(t) for t in FAILURES)
+"""The same, as the store keeps them."""
 
 DICE_GAMES = frozenset({"liars_dice"})
 """Games played as duplicate matches (same seed, seats rotated)."""
@@ -230,7 +235,6 @@ class Ladder:
         self.pools = [_Pool(ladder_game(g), ls.pool_key(ladder_game(g))) for g in config.games]
         self.rng = random.Random(config.seed)
         self.active: dict[str, int] = {}
-        self.strikes: dict[str, int] = {}
         self.paused: dict[str, tuple[int, str]] = {}
         self.units: set[asyncio.Task[None]] = set()
         self.matches_played = 0
@@ -497,21 +501,24 @@ class Ladder:
             # Until the next refit, shrink the uncertainty as a lone new bot's would.
             info.ci = min(info.ci, Z95 * 400.0 / math.log(10) * 2.0 / math.sqrt(info.games))
         offender = record.offender
+        if offender is None or record.termination not in FAILURES:
+            return
         for seat in record.seats:
-            if offender is not None and seat.seat == offender and record.termination in FAILURES:
-                strikes = self.strikes.get(seat.bot_name, 0) + 1
-                self.strikes[seat.bot_name] = strikes
-                if strikes >= self.config.pause_after:
-                    reason = (
-                        f"paused after {strikes} failed matches in a row "
-                        f"(last: {record.termination.label} in match {record.match_id}: {record.reason}); "
-                        "it plays again when a new version is registered"
-                    )
-                    await ls.pause_bot(self.store, seat.bot_name, seat.bot_version, reason)
-                    self.paused[seat.bot_name] = (seat.bot_version, reason)
-                    self.strikes[seat.bot_name] = 0
-            else:
-                self.strikes[seat.bot_name] = 0
+            if seat.seat != offender or seat.bot_name in self.paused:
+                continue
+            # Counted in the store, which holds the matches of every worker's ladder (and those before a
+            # restart): a bot is judged by all its matches, whichever process refereed them.
+            strikes = await ls.failures_in_a_row(
+                self.store.conn, seat.bot_name, seat.bot_version, _FAILURE_CODES, self.config.pause_after
+            )
+            if strikes >= self.config.pause_after:
+                reason = (
+                    f"paused after {strikes} failed matches in a row "
+                    f"(last: {record.termination.label} in match {record.match_id}: {record.reason}); "
+                    "it plays again when a new version is registered"
+                )
+                await ls.pause_bot(self.store, seat.bot_name, seat.bot_version, reason)
+                self.paused[seat.bot_name] = (seat.bot_version, reason)
 
 
 def _ratings(pool: _Pool, names: list[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

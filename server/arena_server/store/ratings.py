@@ -648,6 +648,37 @@ async def paused_bots(conn: aiosqlite.Connection) -> dict[str, tuple[int, str]]:
     return {n: (v, reason) for n, v, reason in rows if v >= versions.get(n, 1)}
 
 
+async def failures_in_a_row(
+    conn: aiosqlite.Connection, name: str, version: int, failures: Iterable[int], limit: int
+) -> int:
+    """How many of ``name``'s last rated matches at ``version`` (at most ``limit``) it lost through its own fault.
+
+    Counted back from its last finished rated match, in the order they ended, up to the first that was
+    not such a failure: ``failures`` are the terminations that count (as ints), and only when the bot's
+    seat is the offender. The store holds every worker's matches, and those before a restart, so the
+    count is the whole server's. Matches that ended before the bot was last paused or unpaused
+    (:func:`unpause_bot`) do not count: a bot let back in starts a new run.
+    """
+    # A bot's matches end in about the order they start (the seats_by_bot index gives them newest first);
+    # matches it plays at the same time can end out of order, so a few more than needed are read.
+    rows = await _rows(
+        conn,
+        "SELECT m.ended_at, m.id, m.termination, m.offender, s.seat FROM match_seats s "
+        "JOIN matches m ON m.id = s.match_id WHERE s.bot_name = ? AND s.bot_version = ? "
+        "AND m.rated = 1 AND m.status = 'finished' ORDER BY s.match_id DESC LIMIT ?",
+        (name, version, limit + 64),
+    )
+    status = await _rows(conn, "SELECT paused_at FROM bot_status WHERE bot_name = ?", (name,))
+    since = status[0][0] if status else ""
+    counted = set(failures)
+    streak = 0
+    for ended, _id, termination, offender, seat in sorted(rows, key=lambda r: (r[0] or "", r[1]), reverse=True):
+        if streak >= limit or (ended or "") <= since or termination not in counted or offender != seat:
+            break
+        streak += 1
+    return streak
+
+
 async def pause_bot(store: Any, name: str, version: int, reason: str) -> None:
     """Pause ``name`` at ``version`` (in one transaction, so a worker's store sends it to the writer)."""
     at = datetime.now(UTC).isoformat()
@@ -664,8 +695,20 @@ async def pause_bot(store: Any, name: str, version: int, reason: str) -> None:
 
 
 async def unpause_bot(store: Any, name: str) -> None:
-    async with store.write_lock:
-        await store.conn.execute("DELETE FROM bot_status WHERE bot_name = ?", (name,))
+    """Let ``name`` play again: its status row stays, at version 0 (never paused), dated now.
+
+    The date starts a new run of failures (:func:`failures_in_a_row`): the failures that paused it do
+    not count again.
+    """
+    at = datetime.now(UTC).isoformat()
+
+    async def work(conn: Any) -> None:
+        await conn.execute(
+            "UPDATE bot_status SET paused_version = 0, paused_reason = '', paused_at = ? WHERE bot_name = ?",
+            (at, name),
+        )
+
+    await store.run_in_transaction(work)
 
 
 # -- per-bot queries (the web interface's bot page, issue 19) ---------------------------------------
