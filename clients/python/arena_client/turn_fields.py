@@ -87,16 +87,23 @@ def field_span(raw: bytes, tag: int) -> tuple[int, int]:
             if _value < 0:
                 return -1, -1
         elif wire_type == 2:
-            n, j = read_varint(raw, i + 1, end)
-            if n < 0 or j + n > end:
+            i = skip_field(raw, i + 1, end)
+            if i < 0:
                 return -1, -1
-            i = j + n
         else:
             return -1, -1
     return i, i
 
 
-def _packed(raw: bytes, i: int, end: int) -> tuple[int, ...] | None:
+def skip_field(raw: bytes, i: int, end: int) -> int:
+    """The index after the length-delimited field whose length starts at ``raw[i]``; -1 if it overruns."""
+    n, i = read_varint(raw, i, end)
+    if n < 0 or i + n > end:
+        return -1
+    return i + n
+
+
+def packed_int32s(raw: bytes, i: int, end: int) -> tuple[int, ...] | None:
     """The packed int32s of ``raw[i:end]``, each from 0 to 2**31 - 1; None if they are not."""
     if end - i == 2 and raw[i] < 0x80 and raw[i + 1] < 0x80:  # two one-byte values: two seats' signs or wins
         return (raw[i], raw[i + 1])
@@ -122,12 +129,12 @@ def _int32_field(raw: bytes, i: int, end: int, tag: int) -> tuple[int, int]:
 
 def _packed_field(raw: bytes, i: int, end: int, tag: int) -> tuple[tuple[int, ...] | None, int]:
     """The packed repeated int32 field ``tag`` at ``raw[i]`` (empty when the next field is another) and the
-    index after it; None for a length past ``end`` or a value :func:`_packed` does not take."""
+    index after it; None for a length past ``end`` or a value :func:`packed_int32s` does not take."""
     if i < end and raw[i] == tag:
         n, i = read_varint(raw, i + 1, end)
         if n < 0 or i + n > end:
             return None, i
-        return _packed(raw, i, i + n), i + n
+        return packed_int32s(raw, i, i + n), i + n
     return (), i
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from arena_client.convert import UNREAD, WireTurn
-from arena_client.turn_fields import read_varint
+from arena_client.turn_fields import packed_int32s, read_varint, skip_field
 from arena_client.types import Turn
 
 SMALL: Final = [bytes((n,)) for n in range(0x80)]
@@ -123,25 +123,6 @@ _LEGAL: Final[dict[bytes, tuple[int, ...]]] = {}
 """Legal-action tuples by their packed bytes (a game has few distinct lists; RPS one)."""
 
 
-def _packed_actions(raw: bytes, i: int, end: int) -> tuple[int, ...] | None:
-    """The packed int32s of ``raw[i:end]``, each from 0 to 2**31 - 1; None if they are not."""
-    out: list[int] = []
-    while i < end:
-        value, i = read_varint(raw, i, end)
-        if not 0 <= value < 0x80000000:
-            return None
-        out.append(value)
-    return tuple(out)
-
-
-def _skip(raw: bytes, i: int, end: int) -> int:
-    """The index after the length-delimited field whose length starts at ``raw[i]``; -1 if it overruns."""
-    n, i = read_varint(raw, i, end)
-    if n < 0 or i + n > end:
-        return -1
-    return i + n
-
-
 def read_turn(raw: bytes, seat: int, with_moves: bool) -> Turn | None:
     """The Turn of ``raw``, a serialized ``ServerMessage`` holding one, as a :class:`WireTurn`; None for protobuf.
 
@@ -160,7 +141,7 @@ def read_turn(raw: bytes, seat: int, with_moves: bool) -> Turn | None:
     end = len(raw)
     legal: tuple[int, ...] | None = ()
     if i < end and raw[i] == 0x1A:  # observation: parsed when read
-        i = _skip(raw, i + 1, end)
+        i = skip_field(raw, i + 1, end)
         if i < 0:
             return None
     if i < end and raw[i] == 0x22:  # legal actions, packed
@@ -170,24 +151,24 @@ def read_turn(raw: bytes, seat: int, with_moves: bool) -> Turn | None:
         key = raw[i : i + n]
         legal = _LEGAL.get(key)
         if legal is None:
-            legal = _packed_actions(raw, i, i + n)
+            legal = packed_int32s(raw, i, i + n)
             if legal is None:
                 return None
             if len(_LEGAL) < _CACHE_LIMIT:
                 _LEGAL[key] = legal
         i += n
     if i < end and raw[i] == 0x2A:  # time budget: parsed when read
-        i = _skip(raw, i + 1, end)
+        i = skip_field(raw, i + 1, end)
         if i < 0:
             return None
     if i < end and raw[i] == 0x32:  # overage left: parsed when read
-        i = _skip(raw, i + 1, end)
+        i = skip_field(raw, i + 1, end)
         if i < 0:
             return None
     if i < end and with_moves:
         return None
     while i < end and raw[i] == 0x3A:  # public moves, for a bot that does not want them
-        i = _skip(raw, i + 1, end)
+        i = skip_field(raw, i + 1, end)
         if i < 0:
             return None
     if i != end:
