@@ -11,6 +11,7 @@ finished match is rated exactly once and that ``arena ratings recompute
 
 from __future__ import annotations
 
+import itertools
 import signal
 import sqlite3
 import time
@@ -50,7 +51,7 @@ def test_both_workers_play_rated_matches_and_the_ratings_recompute_clean(tmp_pat
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(2)]
-        assert any("ladder running for" in line and "in every worker" in line for line in lines), lines
+        assert any("ladder running for" in line and "played on the 2 workers" in line for line in lines), lines
         before = child_cpu(proc)
         wait_for(db, FINISHED_RATED, 30, timeout=60)
         time.sleep(1.0)
@@ -133,5 +134,78 @@ def test_the_ladder_pairs_remote_bots_connected_to_different_workers(tmp_path: P
     conn.close()
     across = [pair for pair in pairs if where[pair[0]] != where[pair[1]]]
     assert len(across) >= 5, (len(pairs), where)  # (about half of the pairs are across workers)
+    check_rated_exactly_once(db)
+    recompute_clean(db)
+
+
+def overlaps(db: Path) -> tuple[list[tuple[str, int, int]], int]:
+    """The rated matches one bot played at the same time as another of its own, and the most matches at once.
+
+    From the stored start and end of every finished rated match (both workers' clocks are this machine's).
+    """
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = conn.execute(
+            "SELECT m.id, m.started_at, m.ended_at, s.bot_name FROM matches m JOIN match_seats s ON s.match_id = m.id "
+            "WHERE m.rated = 1 AND m.status = 'finished' ORDER BY m.started_at"
+        ).fetchall()
+    finally:
+        conn.close()
+    by_bot: dict[str, list[tuple[str, str, int]]] = {}
+    spans: dict[int, tuple[str, str]] = {}
+    for match_id, started, ended, bot in rows:
+        by_bot.setdefault(bot, []).append((started, ended, match_id))
+        spans[match_id] = (started, ended)
+    clashes = []
+    for bot, matches in by_bot.items():
+        for (_s1, end1, first), (start2, _e2, second) in itertools.pairwise(matches):
+            if start2 < end1:
+                clashes.append((bot, first, second))
+    events = sorted([(s, 1) for s, _e in spans.values()] + [(e, -1) for _s, e in spans.values()])
+    running = most = 0
+    for _at, step in events:  # (an end and a start at the same instant: the end first, -1 < 1)
+        running += step
+        most = max(most, running)
+    return clashes, most
+
+
+def test_one_ladder_pairs_for_both_workers_so_per_bot_and_concurrency_hold_over_the_server(tmp_path: Path) -> None:
+    """The main process's coordinator pairs for every worker: with ``--per-bot 1`` a bot never plays two rated
+    matches at once, whichever workers run them, and no more than ``--concurrency`` matches run together.
+
+    With a ladder in each worker (before), each worker seated every hosted bot once and ran its own share
+    of the concurrency, rounded up: the same bot played on both workers within seconds, and four matches
+    ran at once for a ``--concurrency`` of 3.
+    """
+    db = tmp_path / "arena.db"
+    proc = serve(
+        db,
+        "--workers",
+        "2",
+        "--ladder-game",
+        "rps:rounds=1000",
+        "--ladder-bots",
+        "rotate,beat-last,rock,random,markov-1,markov-2,always-loop,supp",
+        "--concurrency",
+        "3",
+        "--per-bot",
+        "1",
+        "--ladder-interval",
+        "0",
+    )
+    try:
+        before = child_cpu(proc)
+        wait_for(db, FINISHED_RATED, 40, timeout=90)
+        after = child_cpu(proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        err = close(proc)
+    assert "stopped" in err and "failed" not in err and "lost worker" not in err, err
+    worked = sorted(after[pid] - before.get(pid, 0.0) for pid in after)
+    assert worked[-2] > 0.2, worked  # both workers refereed units of hosted bots
+    clashes, most = overlaps(db)
+    assert clashes == [], clashes
+    assert most <= 3, most  # (eight bots could play four matches at once)
     check_rated_exactly_once(db)
     recompute_clean(db)

@@ -29,7 +29,7 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,21 +61,12 @@ class WorkerConfig:
     time_control: TimeControl
     data_dir: str | None
     grace: float
-    ladder: LadderConfig | None = None
-    """This worker's share of the rated ladder (None: no ladder)."""
     helper_threads: str = "batch"
     """``--helper-threads``: the scheduling policy of the worker's gRPC helper threads."""
     switch_interval: float = SWITCH_INTERVAL
     """``--switch-interval``: the GIL's switch interval in the worker (seconds)."""
     uploads_refused: str | None = None
     """Why submissions are refused (the main process found no sandbox and uploads were not allowed), or None."""
-
-
-def ladder_share(config: LadderConfig, index: int, workers: int) -> LadderConfig:
-    """Worker ``index``'s ladder: an equal share of ``--concurrency`` (at least 1) and its own pairing seed."""
-    share = max(1, -(-config.concurrency // workers))
-    seed = None if config.seed is None else config.seed * 1009 + index
-    return replace(config, concurrency=share, seed=seed)
 
 
 def resolve_workers(value: str) -> int:
@@ -171,8 +162,8 @@ async def serve_workers(
 ) -> int:
     """Run the main process of a multi-process server until SIGTERM/SIGINT; returns the exit status.
 
-    With ``ladder``, every worker runs a ladder over the bots it can reach (the hosted bots and the
-    remote bots connected to it) with a share of the concurrency; the main process refits the ratings.
+    With ``ladder``, this process runs the one ladder (:class:`~arena_server.ladder.coordinator.LadderCoordinator`):
+    it pairs every bot any worker can seat, has a worker play each unit, and refits the ratings.
     With ``http_port``, the main process serves the web interface: from the database, and the live
     matches through the workers that run them (:mod:`arena_server.api.peers`).
     """
@@ -180,6 +171,7 @@ async def serve_workers(
     from arena_server.api.peers import Peers
     from arena_server.bots.registry import check_sandbox, prepare_registry
     from arena_server.cli.common import open_database
+    from arena_server.ladder.coordinator import LadderCoordinator
     from arena_server.ladder.scheduler import RatingRefitter, ladder_game
     from arena_server.matches.hub import Hub
     from arena_server.store.writer import StoreWriter
@@ -249,7 +241,6 @@ async def serve_workers(
                     tc,
                     data_dir,
                     grace,
-                    None if ladder is None else ladder_share(ladder, i, workers),
                     helper_threads,
                     switch_interval,
                     None if hub.registry is None else hub.registry.uploads_refused,
@@ -294,6 +285,7 @@ async def serve_workers(
 
     watcher = asyncio.ensure_future(watch_workers())
     refitter = None
+    coordinator: LadderCoordinator | None = None
     try:
         started = asyncio.ensure_future(ready_event.wait())
         stopped = asyncio.ensure_future(stop.wait())
@@ -317,14 +309,17 @@ async def serve_workers(
             print("arena: press Ctrl-C to stop", flush=True)
             if ladder is not None:
                 games = ", ".join(repr(ladder_game(g)) for g in ladder.games)
-                share = ladder_share(ladder, 0, workers).concurrency
                 print(
-                    f"arena: ladder running for {games} in every worker (concurrency {share} per worker, "
-                    f"{ladder.per_bot} per bot per worker)",
+                    f"arena: ladder running for {games}, paired here and played on the {workers} workers "
+                    f"(concurrency {ladder.concurrency}, {ladder.per_bot} per bot, over all of them)",
                     flush=True,
                 )
             print(f"arena: move path: {native_status()}", flush=True)
-            refitter = RatingRefitter(store, 2.0 if ladder is None else ladder.refit_interval).start()
+            if ladder is None:
+                refitter = RatingRefitter(store, 2.0).start()
+            else:  # (the coordinator refits, as a one-process server's ladder does)
+                coordinator = LadderCoordinator(hub, ladder, folder, workers)
+                coordinator.start()
             stopped = asyncio.ensure_future(stop.wait())
             await asyncio.wait({watcher, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if watcher.done() and not stop.is_set():
@@ -334,6 +329,8 @@ async def serve_workers(
     finally:
         watcher.cancel()
         holder.close()
+        if coordinator is not None:
+            coordinator.halt()  # no new units; those running end with the workers' shutdown
         deadline = time.monotonic() + grace
         for proc in procs:
             if proc.is_alive() and proc.pid is not None:
@@ -347,6 +344,8 @@ async def serve_workers(
             await asyncio.to_thread(proc.join)
         if refitter is not None:
             await refitter.stop()
+        if coordinator is not None:
+            await coordinator.stop()  # (its units are over with the workers; then the last refit)
         if web is not None:
             await web.stop()
         await asyncio.to_thread(writer.close)
@@ -419,7 +418,7 @@ async def _worker(config: WorkerConfig) -> None:
     from arena_bots.registry import BotState
     from arena_server.api.peers import Peers, peer_address, serve_relay
     from arena_server.api.server import build_server
-    from arena_server.ladder.scheduler import Ladder
+    from arena_server.ladder.coordinator import serve_units, units_path
     from arena_server.matches.hub import Hub
     from arena_server.seats.peer import relay_path
     from arena_server.store.writer import WorkerStore
@@ -454,6 +453,8 @@ async def _worker(config: WorkerConfig) -> None:
     )
     # The other workers seat the bots connected here through this socket (arena_server.seats.peer).
     relay = await serve_relay(hub, relay_path(socket_dir, config.index))
+    # The main process's ladder coordinator has this worker play rated units through this socket.
+    units = await serve_units(hub, units_path(socket_dir, config.index))
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -462,10 +463,6 @@ async def _worker(config: WorkerConfig) -> None:
     settle_heap()
     apply_helper_threads(config.helper_threads, f"arena: worker {config.index}")
     await store.announce_ready(config.index)
-    ladder = None
-    if config.ladder is not None:
-        ladder = Ladder(hub, config.ladder, refit=False)  # the main process refits; this one reads
-        ladder.start()
     following = asyncio.ensure_future(follow_bot_changes(store, hub, config.index))
     lost = asyncio.ensure_future(store.lost.wait())
     await asyncio.wait({lost, asyncio.ensure_future(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
@@ -474,20 +471,15 @@ async def _worker(config: WorkerConfig) -> None:
         # The main process died (SIGKILL, crash): nothing can be stored any more, so stop serving; the
         # next start marks the matches left running as aborted.
         print(f"arena: worker {config.index}: the main process is gone; stopping", file=sys.stderr, flush=True)
-        if ladder is not None:
-            ladder.halt()
+        units.close()
         await hub.shutdown("the server stopped", grace=1.0)
         await hub.end_streams(timeout=0.5)
         await server.stop(grace=0)
         relay.close()
         await store.close()
         return
-    if ladder is not None:
-        ladder.halt()
+    units.close()  # (the units playing end with the hub's shutdown, and tell the coordinator so)
     await hub.shutdown("the server is shutting down", grace=max(config.grace - 2.0, 1.0))
-    if ladder is not None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ladder.stop(), 2.0)
     await hub.end_streams(timeout=1.0)  # each bot hears that the server is stopping (see cli/serve.py)
     await server.stop(grace=1.0)
     relay.close()

@@ -31,13 +31,11 @@ of failures is counted in the store (``failures_in_a_row``), over every
 rated match of that version, whichever worker refereed it and before a
 restart too.
 
-On ``arena serve --workers N`` each worker runs a ladder. It pairs the bots
-of its own process and also the remote bots connected to the other workers
-(the store writer's directory), seated through their worker's relay
-(:mod:`arena_server.seats.peer`). A worker cannot see whether such a bot is
-busy, and the ladder never waits for a remote bot: the claim is refused at
-once when the bot plays elsewhere, and the bot is left alone for
-:data:`PEER_REST` seconds.
+On ``arena serve --workers N`` the one ladder runs in the main process
+(:class:`~arena_server.ladder.coordinator.LadderCoordinator`, this class with
+the global view) and the workers play its units. The ladder never waits for a
+remote bot busy in a match it did not start (a challenge): the unit is refused
+at once, and the bot is left alone for :data:`PEER_REST` seconds.
 """
 
 from __future__ import annotations
@@ -50,12 +48,12 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 import arena_server.store.ratings as ls
-from arena_client import Termination, TimeControl
+from arena_client import SeatInfo, Termination, TimeControl
 from arena_games import Game
 from arena_server.matches.hub import Hub, HubError, log
 from arena_server.ratings.fit import ELO_PER_UNIT, PRIOR_SD_ELO, Z95
@@ -87,8 +85,8 @@ BALANCE_FACTOR = 2
 ``BALANCE_FACTOR * g + BALANCE_FACTOR`` times while a pair with ``g`` games waits for a busy bot."""
 
 PEER_REST = 1.0
-"""Seconds a worker's ladder leaves alone a remote bot connected to another worker after finding it busy there
-(it cannot see that bot's lock; the claim through the relay says so, at once)."""
+"""Seconds the ladder leaves alone a remote bot connected to another process after finding it busy there
+(it cannot see that bot's lock; the claim says so, at once)."""
 RPS_DRAW_BAND_PER_ROUND = 0.02
 """Ladder RPS matches are drawn when the score difference is within 2% of the rounds (20 of 1000)."""
 
@@ -143,21 +141,17 @@ class RatingRefitter:
         store: Any,
         interval: float = 2.0,
         after: Callable[[], Awaitable[None]] | None = None,
-        write: bool = True,
     ) -> None:
         """Set up (nothing runs until :meth:`start`).
 
         Args:
             store: The :class:`~arena_server.store.database.Store`.
             interval: Seconds between checks for dirty pools.
-            after: Run after every refit (the ladder reloads its ratings).
-            write: False in a worker of ``arena serve --workers N``: the main process refits, and this
-                only runs ``after`` every ``interval`` to read the fitted ratings.
+            after: Run after every check (the ladder reloads its ratings).
         """
         self.store = store
         self.interval = interval
         self.after = after
-        self.write = write
         self.refits = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -175,7 +169,7 @@ class RatingRefitter:
     async def refit_now(self) -> list[str]:
         """Refit every dirty pool now; a failure is logged in one line and retried next time."""
         try:
-            pools = await ls.refit_dirty(self.store) if self.write else []
+            pools = await ls.refit_dirty(self.store)
             self.refits += len(pools)
             if self.after is not None:
                 await self.after()
@@ -218,13 +212,8 @@ class _Pool:
 class Ladder:
     """Runs rated matches continuously until :meth:`stop`."""
 
-    def __init__(self, hub: Hub, config: LadderConfig, refit: bool = True) -> None:
-        """Set up for ``hub`` (nothing runs until :meth:`start`).
-
-        With ``refit`` False (a worker of ``arena serve --workers N``, whose
-        store cannot write the fitted table) it only reloads the ratings that
-        the main process fits.
-        """
+    def __init__(self, hub: Hub, config: LadderConfig) -> None:
+        """Set up for ``hub`` (nothing runs until :meth:`start`)."""
         if hub.store is None:
             raise ValueError("the ladder needs a store")
         if config.concurrency < 1 or config.per_bot < 1:
@@ -243,7 +232,7 @@ class Ladder:
         self._stopping = False
         self._turn = 0
         self._task: asyncio.Task[None] | None = None
-        self.refitter = RatingRefitter(self.store, config.refit_interval, self.refresh, write=refit)
+        self.refitter = RatingRefitter(self.store, config.refit_interval, self.refresh)
         self._loaded_pairs = False
         self._wanted = frozenset(config.bots)
         """``config.bots`` as a set, for :meth:`eligible` (which a pick calls over every bot)."""
@@ -458,36 +447,24 @@ class Ladder:
             await asyncio.sleep(1.0)
 
     async def _play_unit(self, pool: _Pool, names: list[str]) -> None:
-        game = pool.game
-        if game.name in DICE_GAMES:
-            seed = new_seed()
-            seatings = [names[i:] + names[:i] for i in range(len(names))]
-            async with self.hub.sealed_seed(seed):  # revealed after the set, not to the next match's bots
-                await self._play_seatings(pool, game, seatings, seed)
-        else:
-            await self._play_seatings(pool, game, [names], None)
+        """Play the unit here (:func:`play_unit`); a busy remote bot of another worker is left alone a while."""
+        busy = await play_unit(
+            self.hub, pool.game, names, self.config.time_control, lambda o: self._after(pool, o), self._halting
+        )
+        if busy:
+            self._rest([name for name in busy if self.hub.elsewhere(name) is not None])
 
-    async def _play_seatings(self, pool: _Pool, game: Game, seatings: list[list[str]], seed: str | None) -> None:
-        for seating in seatings:
-            if self._stopping or self.hub.stopping:
-                return
-            try:
-                running = await self.hub.start_match(
-                    game, seating, self.config.time_control, seed, rated=True, wait=False
-                )
-            except HubError as exc:
-                if exc.code == "busy":  # (never waited for: the ladder pairs someone else meanwhile)
-                    until = time.monotonic() + PEER_REST
-                    for name in seating:
-                        if self.hub.elsewhere(name) is not None:  # (a bot here that is busy is seen as such)
-                            self._resting[name] = until
-                return  # a remote bot left or is busy, or the server is stopping
-            if running.task is None:
-                return
-            record = await asyncio.shield(running.task)
-            await self._after(pool, record)
+    def _halting(self) -> bool:
+        return self._stopping
 
-    async def _after(self, pool: _Pool, record: MatchRecord) -> None:
+    def _rest(self, names: Sequence[str]) -> None:
+        """Leave these remote bots alone for :data:`PEER_REST` seconds (found busy where they are connected)."""
+        until = time.monotonic() + PEER_REST
+        for name in names:
+            self._resting[name] = until
+
+    async def _after(self, pool: _Pool, record: Outcome) -> None:
+        """Count a finished match of the ladder's, and pause its offender after ``pause_after`` failures in a row."""
         if record.termination is None or record.termination == Termination.ABORTED:
             return
         self.matches_played += 1
@@ -506,19 +483,86 @@ class Ladder:
         for seat in record.seats:
             if seat.seat != offender or seat.bot_name in self.paused:
                 continue
-            # Counted in the store, which holds the matches of every worker's ladder (and those before a
-            # restart): a bot is judged by all its matches, whichever process refereed them.
+            # Counted in the store, which holds every match of the bot's (those before a restart too), whichever
+            # process refereed them.
             strikes = await ls.failures_in_a_row(
                 self.store.conn, seat.bot_name, seat.bot_version, _FAILURE_CODES, self.config.pause_after
             )
             if strikes >= self.config.pause_after:
                 reason = (
                     f"paused after {strikes} failed matches in a row "
-                    f"(last: {record.termination.label} in match {record.match_id}: {record.reason}); "
+                    f"(last: {Termination(record.termination).label} in match {record.match_id}: {record.reason}); "
                     "it plays again when a new version is registered"
                 )
                 await ls.pause_bot(self.store, seat.bot_name, seat.bot_version, reason)
                 self.paused[seat.bot_name] = (seat.bot_version, reason)
+
+
+class Outcome(NamedTuple):
+    """What the ladder needs of a finished match (a :class:`MatchRecord` without its moves and seed).
+
+    It is what a worker of ``arena serve --workers N`` sends the coordinator when a match it ran for
+    the ladder ends (:mod:`arena_server.ladder.coordinator`).
+    """
+
+    match_id: str
+    termination: Termination | None
+    offender: int | None
+    reason: str
+    seats: tuple[SeatInfo, ...]
+
+    @classmethod
+    def of(cls, record: MatchRecord) -> Outcome:
+        return cls(record.match_id, record.termination, record.offender, record.reason, tuple(record.seats))
+
+
+async def play_unit(
+    hub: Hub,
+    game: Game,
+    names: list[str],
+    time_control: TimeControl | None,
+    after: Callable[[Outcome], Awaitable[None]],
+    halting: Callable[[], bool] = lambda: False,
+) -> list[str]:
+    """Play one scheduled unit on ``hub``: a rated match, or a dice game's duplicate set; the bots found busy.
+
+    A dice game is played once per rotation of the seats, with one seed that stays sealed until the
+    whole set is over (the next match's bots never see it). ``after`` is awaited with each match's
+    :class:`Outcome` as it ends. A remote bot playing another match is never waited for: the unit
+    stops, and its seating is returned so that the caller pairs someone else meanwhile. Any other
+    refusal (a bot gone, the server stopping) ends the unit quietly, with nothing returned. So does
+    ``halting()`` turning true between the matches of a set.
+    """
+    if game.name in DICE_GAMES:
+        seed = new_seed()
+        seatings = [names[i:] + names[:i] for i in range(len(names))]
+        async with hub.sealed_seed(seed):  # revealed after the set, not to the next match's bots
+            return await _play_seatings(hub, game, seatings, seed, time_control, after, halting)
+    return await _play_seatings(hub, game, [names], None, time_control, after, halting)
+
+
+async def _play_seatings(
+    hub: Hub,
+    game: Game,
+    seatings: list[list[str]],
+    seed: str | None,
+    time_control: TimeControl | None,
+    after: Callable[[Outcome], Awaitable[None]],
+    halting: Callable[[], bool],
+) -> list[str]:
+    for seating in seatings:
+        if halting() or hub.stopping:
+            return []
+        try:
+            running = await hub.start_match(game, seating, time_control, seed, rated=True, wait=False)
+        except HubError as exc:
+            # (never waited for: the ladder pairs someone else meanwhile)
+            return list(seating) if exc.code == "busy" else []
+        if running.task is None:
+            return []
+        record = await asyncio.shield(running.task)
+        await after(Outcome.of(record))
+    return []
 
 
 def _ratings(pool: _Pool, names: list[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

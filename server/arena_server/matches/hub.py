@@ -138,7 +138,8 @@ class Hub:
     def bot_names(self) -> list[str]:
         """The bots this process can seat itself: hosted, connected here, or registered programs.
 
-        On a multi-worker server each worker's ladder pairs these only (see :meth:`all_bot_names`).
+        On a multi-worker server the ladder coordinator pairs these and the remote bots connected to any
+        worker (:meth:`all_bot_names`).
         """
         programs = self.registry.programs if self.registry is not None else {}
         return sorted(set(self.hosted) | set(self.sessions) | set(programs))

@@ -1,0 +1,177 @@
+"""The ladder coordinator of ``arena serve --workers N`` and the workers' unit sockets, in one process.
+
+The live hub plays the worker: it serves :func:`serve_units` on a real Unix socket and referees the
+matches, rated, into the real SQLite file. A second hub (with no matches of its own, as the main process's)
+carries the coordinator. ``tests/server/test_workers_ladder.py`` runs the same on a real two-worker server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import arena_bots
+import arena_server.store.ratings as ls
+from arena_bots import HostedBot
+from arena_bots.simple import RandomBot
+from arena_client import Termination
+from arena_games import load_game
+from arena_server.api.peers import Peers
+from arena_server.ladder.coordinator import LadderConfigError, LadderCoordinator, serve_units, units_path
+from arena_server.ladder.scheduler import LadderConfig, Outcome
+from arena_server.matches.hub import Hub
+from arena_server.store.writer import Connected, read_message, send_message
+from tests.conftest import LiveServer
+from tests.ladder.test_ladder_live import Crasher, add_bot, crasher_matches, extra_bots, scalar
+
+__all__ = ["extra_bots"]  # (the fixture, used by name)
+
+
+@pytest.fixture
+async def units(live_server: LiveServer, tmp_path: Path) -> AsyncIterator[str]:
+    """The live hub serving ladder units as worker 0 does; the socket directory."""
+    folder = tmp_path / "sockets"
+    folder.mkdir()
+    server = await serve_units(live_server.hub, units_path(str(folder), 0))
+    try:
+        yield str(folder)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def ask(folder: str, request: object) -> list[tuple[str, Any]]:
+    """Send one request to worker 0's unit socket; every message back until it closes."""
+    reader, writer = await asyncio.open_unix_connection(units_path(folder, 0))
+    await send_message(writer, request)
+    replies = []
+    try:
+        while True:
+            replies.append(await asyncio.wait_for(read_message(reader), 30))
+    except asyncio.IncompleteReadError:
+        pass
+    writer.close()
+    return replies
+
+
+def main_hub(live: LiveServer, folder: str, directory: dict[str, Connected] | None = None) -> Hub:
+    """A hub like the main process's: the hosted bots, the store, the workers' directory, and no matches."""
+    hub = Hub(live.store, arena_bots.hosted_bots())
+
+    async def nowhere(_match_id: str) -> int | None:
+        return None
+
+    hub.peers = Peers(folder, nowhere, directory={} if directory is None else directory)
+    return hub
+
+
+async def test_a_worker_plays_a_unit_and_sends_back_only_its_outcome(live_server: LiveServer, units: str) -> None:
+    game = load_game("rps", rounds=20)
+    replies = await ask(units, ("play", game, ["rock", "rotate"], None))
+    assert [kind for kind, _value in replies] == ["ended", "done"]
+    outcome = replies[0][1]
+    assert isinstance(outcome, Outcome)
+    assert outcome.termination == Termination.NORMAL
+    assert [(s.seat, s.bot_name) for s in outcome.seats] == [(0, "rock"), (1, "rotate")]
+    assert replies[1][1] == []
+    assert set(Outcome._fields) == {"match_id", "termination", "offender", "reason", "seats"}  # no seed, no moves
+    rated = await scalar(
+        live_server.store,
+        "SELECT COUNT(*) FROM matches WHERE id = ? AND rated = 1 AND status = 'finished'",
+        int(outcome.match_id),
+    )
+    assert rated == 1  # stored and rated before the coordinator heard of it
+
+
+async def test_a_dice_unit_is_a_duplicate_set_on_one_worker(
+    live_server: LiveServer, units: str, extra_bots: dict[str, HostedBot]
+) -> None:
+    add_bot(live_server, extra_bots, HostedBot("random-b", ("liars_dice",), RandomBot, "second random"))
+    replies = await ask(units, ("play", load_game("liars_dice", dice=2), ["random", "random-b"], None))
+    assert [kind for kind, _value in replies] == ["ended", "ended", "done"]
+    first, second = (tuple(s.bot_name for s in value.seats) for _kind, value in replies[:2])
+    assert second == first[::-1]
+    records = [await live_server.store.get_match(value.match_id) for _kind, value in replies[:2]]
+    assert records[0] is not None and records[1] is not None and records[0].seed == records[1].seed
+
+
+@pytest.mark.parametrize(
+    ("request_", "says"),
+    [
+        (("play", "rps", ["rock", "rotate"], None), "not a ladder unit"),
+        (("stop",), "ValueError"),
+    ],
+)
+async def test_a_request_that_is_not_a_unit_is_answered_failed(units: str, request_: object, says: str) -> None:
+    replies = await ask(units, request_)
+    assert len(replies) == 1 and replies[0][0] == "failed" and says in replies[0][1], replies
+
+
+async def test_a_unit_with_a_bot_the_worker_cannot_seat_ends_quietly(units: str) -> None:
+    replies = await ask(units, ("play", load_game("rps", rounds=5), ["rock", "nobody"], None))
+    assert replies == [("done", [])]
+
+
+async def test_the_coordinator_places_a_remote_bots_unit_on_its_worker_and_the_rest_on_the_least_loaded(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    directory = {"far": Connected("far", 2, ("rps",), False, "k")}
+    hub = main_hub(live_server, str(tmp_path), directory)
+    coordinator = LadderCoordinator(hub, LadderConfig([load_game("rps")]), str(tmp_path), 3)
+    assert coordinator.place(["rock", "far"]) == 2
+    assert [coordinator.place(["rock", "rotate"]) for _ in range(3)] == [0, 1, 2]  # idle workers in turn
+    coordinator.load[:] = [2, 0, 1]
+    assert coordinator.place(["rock", "rotate"]) == 1
+    with pytest.raises(LadderConfigError):
+        LadderCoordinator(hub, LadderConfig([load_game("rps")]), str(tmp_path), 0)
+    with pytest.raises(LadderConfigError):
+        LadderCoordinator(Hub(live_server.store, arena_bots.hosted_bots()), LadderConfig([load_game("rps")]), "x", 1)
+
+
+async def test_the_coordinator_runs_the_ladder_through_a_worker_and_pauses_a_failing_bot(
+    live_server: LiveServer, units: str, extra_bots: dict[str, HostedBot]
+) -> None:
+    add_bot(live_server, extra_bots, HostedBot("crasher", ("rps",), lambda seed: Crasher(), "always crashes"))
+    hub = main_hub(live_server, units)
+    hub.hosted["crasher"] = live_server.hub.hosted["crasher"]  # (every process hosts the same bots)
+    store = live_server.store
+    game = load_game("rps", rounds=10)
+    config = LadderConfig([game], concurrency=2, pause_after=2, seed=4, bots=("crasher", "rock", "rotate", "beat-last"))
+    coordinator = LadderCoordinator(hub, config, units, 1)
+    coordinator.start()
+    for _ in range(1000):
+        if "crasher" in coordinator.paused and coordinator.matches_played >= 12:
+            break
+        await asyncio.sleep(0.02)
+    coordinator.halt()
+    await coordinator.stop()
+    assert "crasher" in coordinator.paused
+    assert await crasher_matches(store) == 2  # (one match at a time per bot: none was in flight)
+    assert "paused after 2 failed matches in a row" in (await ls.paused_bots(store.conn))["crasher"][1]
+    assert coordinator.placed == [coordinator.placed[0]] and coordinator.placed[0] >= 12
+    assert coordinator.load == [0]
+    finished = await scalar(store, "SELECT COUNT(*) FROM matches WHERE rated = 1 AND status = 'finished'")
+    assert finished == coordinator.matches_played
+    pool = coordinator.pools[0]
+    assert sum(pool.pair_games.values()) == finished  # the pair counts are of every match it had played
+    _snap, diffs = await ls.recompute(store, write=False)
+    assert diffs == []
+
+
+async def test_the_coordinator_goes_on_when_a_worker_is_gone(live_server: LiveServer, tmp_path: Path) -> None:
+    """No worker listens: each unit fails with one line, and the coordinator stops cleanly when told."""
+    hub = main_hub(live_server, str(tmp_path))
+    config = LadderConfig([load_game("rps", rounds=5)], concurrency=1, seed=1, bots=("rock", "rotate"))
+    coordinator = LadderCoordinator(hub, config, str(tmp_path), 1)
+    coordinator.start()
+    for _ in range(200):
+        if coordinator.placed[0] >= 1:
+            break
+        await asyncio.sleep(0.01)
+    coordinator.halt()
+    await coordinator.stop()
+    assert coordinator.placed[0] >= 1 and coordinator.matches_played == 0 and coordinator.load == [0]
