@@ -41,19 +41,19 @@ async def units(live_server: LiveServer, tmp_path: Path) -> AsyncIterator[str]:
         yield str(folder)
     finally:
         server.close()
-        await server.wait_closed()
 
 
-async def ask(folder: str, request: object) -> list[tuple[str, Any]]:
-    """Send one request to worker 0's unit socket; every message back until it closes."""
+async def ask(folder: str, *requests: tuple[Any, ...]) -> list[tuple[str, Any, Any]]:
+    """Send requests to worker 0's unit socket over one connection; every reply until each unit is over."""
     reader, writer = await asyncio.open_unix_connection(units_path(folder, 0))
-    await send_message(writer, request)
+    for request in requests:
+        await send_message(writer, request)
     replies = []
-    try:
-        while True:
-            replies.append(await asyncio.wait_for(read_message(reader), 30))
-    except asyncio.IncompleteReadError:
-        pass
+    over = 0
+    while over < len(requests):
+        reply = await asyncio.wait_for(read_message(reader), 30)
+        replies.append(reply)
+        over += reply[0] in ("done", "failed")
     writer.close()
     return replies
 
@@ -71,13 +71,13 @@ def main_hub(live: LiveServer, folder: str, directory: dict[str, Connected] | No
 
 async def test_a_worker_plays_a_unit_and_sends_back_only_its_outcome(live_server: LiveServer, units: str) -> None:
     game = load_game("rps", rounds=20)
-    replies = await ask(units, ("play", game, ["rock", "rotate"], None))
-    assert [kind for kind, _value in replies] == ["ended", "done"]
-    outcome = replies[0][1]
+    replies = await ask(units, ("play", 7, game, ["rock", "rotate"], None))
+    assert [(kind, unit) for kind, unit, _value in replies] == [("ended", 7), ("done", 7)]
+    outcome = replies[0][2]
     assert isinstance(outcome, Outcome)
     assert outcome.termination == Termination.NORMAL
     assert [(s.seat, s.bot_name) for s in outcome.seats] == [(0, "rock"), (1, "rotate")]
-    assert replies[1][1] == []
+    assert replies[1][2] == []
     assert set(Outcome._fields) == {"match_id", "termination", "offender", "reason", "seats"}  # no seed, no moves
     rated = await scalar(
         live_server.store,
@@ -87,33 +87,54 @@ async def test_a_worker_plays_a_unit_and_sends_back_only_its_outcome(live_server
     assert rated == 1  # stored and rated before the coordinator heard of it
 
 
+async def test_units_sent_together_on_one_connection_play_at_once_and_answer_by_number(units: str) -> None:
+    long, short = load_game("rps", rounds=3000), load_game("rps", rounds=3)
+    replies = await ask(
+        units, ("play", 1, long, ["rock", "rotate"], None), ("play", 2, short, ["beat-last", "random"], None)
+    )
+    assert sorted((kind, unit) for kind, unit, _value in replies) == [
+        ("done", 1),
+        ("done", 2),
+        ("ended", 1),
+        ("ended", 2),
+    ]
+    assert replies.index(("done", 2, [])) < replies.index(("done", 1, []))  # the short one did not wait for the long
+    names = {unit: [s.bot_name for s in value.seats] for kind, unit, value in replies if kind == "ended"}
+    assert names == {1: ["rock", "rotate"], 2: ["beat-last", "random"]}
+
+
 async def test_a_dice_unit_is_a_duplicate_set_on_one_worker(
     live_server: LiveServer, units: str, extra_bots: dict[str, HostedBot]
 ) -> None:
     add_bot(live_server, extra_bots, HostedBot("random-b", ("liars_dice",), RandomBot, "second random"))
-    replies = await ask(units, ("play", load_game("liars_dice", dice=2), ["random", "random-b"], None))
-    assert [kind for kind, _value in replies] == ["ended", "ended", "done"]
-    first, second = (tuple(s.bot_name for s in value.seats) for _kind, value in replies[:2])
+    replies = await ask(units, ("play", 3, load_game("liars_dice", dice=2), ["random", "random-b"], None))
+    assert [kind for kind, _unit, _value in replies] == ["ended", "ended", "done"]
+    first, second = (tuple(s.bot_name for s in value.seats) for _kind, _unit, value in replies[:2])
     assert second == first[::-1]
-    records = [await live_server.store.get_match(value.match_id) for _kind, value in replies[:2]]
+    records = [await live_server.store.get_match(value.match_id) for _kind, _unit, value in replies[:2]]
     assert records[0] is not None and records[1] is not None and records[0].seed == records[1].seed
 
 
 @pytest.mark.parametrize(
-    ("request_", "says"),
+    ("request_", "unit"),
     [
-        (("play", "rps", ["rock", "rotate"], None), "not a ladder unit"),
-        (("stop",), "ValueError"),
+        (("play", 4, "rps", ["rock", "rotate"], None), 4),
+        (("play", 5, load_game("rps"), ["rock", "rotate"]), 5),
+        (("stop",), None),
+        ("a string", None),
     ],
 )
-async def test_a_request_that_is_not_a_unit_is_answered_failed(units: str, request_: object, says: str) -> None:
-    replies = await ask(units, request_)
-    assert len(replies) == 1 and replies[0][0] == "failed" and says in replies[0][1], replies
+async def test_a_request_that_is_not_a_unit_is_answered_failed_and_the_connection_serves_on(
+    units: str, request_: object, unit: object
+) -> None:
+    replies = await ask(units, request_, ("play", 6, load_game("rps", rounds=3), ["rock", "rotate"], None))  # type: ignore[arg-type]
+    assert replies[0][:2] == ("failed", unit) and "not a ladder unit" in replies[0][2], replies
+    assert [(kind, u) for kind, u, _value in replies[1:]] == [("ended", 6), ("done", 6)]
 
 
 async def test_a_unit_with_a_bot_the_worker_cannot_seat_ends_quietly(units: str) -> None:
-    replies = await ask(units, ("play", load_game("rps", rounds=5), ["rock", "nobody"], None))
-    assert replies == [("done", [])]
+    replies = await ask(units, ("play", 8, load_game("rps", rounds=5), ["rock", "nobody"], None))
+    assert replies == [("done", 8, [])]
 
 
 async def test_the_coordinator_places_a_remote_bots_unit_on_its_worker_and_the_rest_on_the_least_loaded(

@@ -471,15 +471,15 @@ async def _worker(config: WorkerConfig) -> None:
         # The main process died (SIGKILL, crash): nothing can be stored any more, so stop serving; the
         # next start marks the matches left running as aborted.
         print(f"arena: worker {config.index}: the main process is gone; stopping", file=sys.stderr, flush=True)
-        units.close()
         await hub.shutdown("the server stopped", grace=1.0)
+        units.close()
         await hub.end_streams(timeout=0.5)
         await server.stop(grace=0)
         relay.close()
         await store.close()
         return
-    units.close()  # (the units playing end with the hub's shutdown, and tell the coordinator so)
     await hub.shutdown("the server is shutting down", grace=max(config.grace - 2.0, 1.0))
+    units.close()  # (the units played out with the hub's shutdown, and told the coordinator so)
     await hub.end_streams(timeout=1.0)  # each bot hears that the server is stopping (see cli/serve.py)
     await server.stop(grace=1.0)
     relay.close()

@@ -31,7 +31,7 @@ coordinator cannot see: the worker refuses the unit at once and the bot is left 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import itertools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -39,7 +39,7 @@ from typing import Any
 from arena_games import Game
 from arena_server.ladder.scheduler import Ladder, LadderConfig, Outcome, _Pool, play_unit
 from arena_server.matches.hub import Hub, log
-from arena_server.store.writer import read_message, send_message
+from arena_server.store.writer import framed, read_message
 
 UNITS_SOCKET = "ladder-{index}.sock"
 """The socket on which worker ``index`` plays the coordinator's units, in the store writer's directory."""
@@ -50,35 +50,133 @@ def units_path(socket_dir: str, index: int) -> str:
     return os.path.join(socket_dir, UNITS_SOCKET.format(index=index))
 
 
-async def serve_units(hub: Hub, path: str) -> asyncio.AbstractServer:
-    """Play the units the coordinator sends this worker; one connection per unit.
+class UnitServer:
+    """A worker's unit socket (:func:`serve_units`): its listener and the connections it accepted."""
 
-    The request is ``("play", game, names, time_control)``. Each match's :class:`Outcome` goes back as
-    ``("ended", outcome)`` when the match ends (after the store writer committed it), then
-    ``("done", busy)`` with the seating found busy (empty unless a remote bot played another match).
-    A request this cannot read, or a unit that fails, is answered ``("failed", reason)``.
-    """
+    def __init__(self) -> None:
+        self.server: asyncio.AbstractServer | None = None
+        self.writers: set[asyncio.StreamWriter] = set()
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        async def tell(message: tuple[Any, ...]) -> None:
-            with contextlib.suppress(ConnectionError):  # (the main process is gone: the match still counts)
-                await send_message(writer, message)
-
-        try:
-            request = await read_message(reader)
-            op, game, names, time_control = request
-            if op != "play" or not isinstance(game, Game):
-                raise ValueError(f"not a ladder unit: {request!r}")
-            busy = await play_unit(hub, game, list(names), time_control, lambda o: tell(("ended", o)))
-            await tell(("done", busy))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the worker keeps serving; the coordinator logs it
-            await tell(("failed", repr(exc)))
-        finally:
+    def close(self) -> None:
+        """Stop listening and close every connection (each handler then ends, its units played out)."""
+        if self.server is not None:
+            self.server.close()
+        for writer in list(self.writers):
             writer.close()
 
-    return await asyncio.start_unix_server(handle, path=path)
+
+async def serve_units(hub: Hub, path: str) -> UnitServer:
+    """Play the units the coordinator sends this worker, each as it comes, over one connection.
+
+    A request is ``("play", unit, game, names, time_control)``, ``unit`` a number the coordinator
+    chose. Each match's :class:`Outcome` goes back as ``("ended", unit, outcome)`` when the match ends
+    (after the store writer committed it), then ``("done", unit, busy)`` with the seating found busy
+    (empty unless a remote bot played another match). A request this cannot read, or a unit that
+    fails, is answered ``("failed", unit, reason)`` (``unit`` None when the request had none).
+    """
+    served = UnitServer()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served.writers.add(writer)
+        playing: set[asyncio.Task[None]] = set()
+
+        def tell(message: tuple[Any, ...]) -> None:
+            if not writer.is_closing():  # (the main process is gone: the match still counts)
+                send_nowait(writer, message)
+
+        async def play(unit: object, game: Game, names: list[str], time_control: Any) -> None:
+            async def ended(outcome: Outcome) -> None:
+                tell(("ended", unit, outcome))
+
+            try:
+                busy = await play_unit(hub, game, names, time_control, ended)
+                tell(("done", unit, busy))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the worker keeps serving; the coordinator logs it
+                tell(("failed", unit, repr(exc)))
+
+        try:
+            while True:
+                try:
+                    request = await read_message(reader)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return  # the coordinator closed (its server stops, or it is gone), or this worker stops
+                try:
+                    op, unit, game, names, time_control = request
+                    if op != "play" or not isinstance(game, Game):
+                        raise ValueError("expected ('play', unit, game, names, time_control)")
+                except (TypeError, ValueError) as exc:
+                    unit = request[1] if isinstance(request, tuple) and len(request) > 1 else None
+                    tell(("failed", unit, f"not a ladder unit: {request!r} ({exc})"))
+                    continue
+                task = asyncio.ensure_future(play(unit, game, list(names), time_control))
+                playing.add(task)
+                task.add_done_callback(playing.discard)
+        finally:
+            if playing:  # (the units in flight finish: their matches are rated all the same)
+                await asyncio.gather(*playing, return_exceptions=True)
+            served.writers.discard(writer)
+            writer.close()
+
+    served.server = await asyncio.start_unix_server(handle, path=path)
+    return served
+
+
+def send_nowait(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
+    """Write one length-prefixed pickled message without waiting (the messages are a few hundred bytes)."""
+    writer.write(framed(message))
+
+
+class _Link:
+    """The coordinator's one connection to a worker's unit socket, shared by the units it plays there."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.writer: asyncio.StreamWriter | None = None
+        self.units: dict[int, asyncio.Queue[tuple[str, Any]]] = {}
+        self._opening: asyncio.Lock = asyncio.Lock()
+        self._reading: asyncio.Task[None] | None = None
+
+    async def send(self, unit: int, message: tuple[Any, ...]) -> asyncio.Queue[tuple[str, Any]]:
+        """Send a unit's request (connecting first if need be); the queue its replies arrive on.
+
+        Raises:
+            OSError: the worker's socket cannot be reached.
+        """
+        async with self._opening:
+            if self.writer is None or self.writer.is_closing():
+                reader, self.writer = await asyncio.open_unix_connection(self.path)
+                self._reading = asyncio.ensure_future(self._read(reader, self.writer))
+            replies: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+            self.units[unit] = replies
+            send_nowait(self.writer, message)
+            return replies
+
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        reason = "the worker closed the connection"
+        try:
+            while True:
+                kind, unit, value = await read_message(reader)
+                replies = self.units.get(unit)
+                if replies is not None:
+                    replies.put_nowait((kind, value))
+        except asyncio.IncompleteReadError:
+            pass
+        except Exception as exc:  # (a reply this cannot read: the connection is no use any more)
+            reason = repr(exc)
+        finally:
+            writer.close()
+            if self.writer is writer:
+                self.writer = None
+        for replies in self.units.values():  # (every unit in flight there is over for the coordinator)
+            replies.put_nowait(("lost", reason))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self._reading is not None:
+            self._reading.cancel()
 
 
 class LadderConfigError(ValueError):
@@ -109,6 +207,16 @@ class LadderCoordinator(Ladder):
         self.placed = [0] * workers
         """Ladder units each worker was given (for the operator and the tests)."""
         self._next = 0
+        self._links = [_Link(units_path(socket_dir, i)) for i in range(workers)]
+        self._units = itertools.count(1)
+
+    async def stop(self) -> None:
+        """Stop as :meth:`Ladder.stop` does, then close the connections to the workers."""
+        try:
+            await super().stop()
+        finally:
+            for link in self._links:
+                link.close()
 
     async def refresh(self) -> None:
         """Reload ratings and paused bots, and the submitted programs (accepted through any worker)."""
@@ -137,14 +245,14 @@ class LadderCoordinator(Ladder):
 
     async def _play_unit(self, pool: _Pool, names: list[str]) -> None:
         index = self.place(names)
+        link = self._links[index]
+        unit = next(self._units)
         self.load[index] += 1
         self.placed[index] += 1
-        writer: asyncio.StreamWriter | None = None
         try:
-            reader, writer = await asyncio.open_unix_connection(units_path(self.socket_dir, index))
-            await send_message(writer, ("play", pool.game, names, self.config.time_control))
+            replies = await link.send(unit, ("play", unit, pool.game, names, self.config.time_control))
             while True:
-                kind, value = await read_message(reader)
+                kind, value = await replies.get()
                 if kind == "ended":
                     outcome: Outcome = value
                     await self._after(pool, outcome)
@@ -152,15 +260,15 @@ class LadderCoordinator(Ladder):
                     assert self.hub.peers is not None
                     self._rest([name for name in value if name in self.hub.peers.directory])
                     return
-                else:
-                    log(f"arena: ladder: worker {index} could not play {', '.join(names)}: {value}")
-                    await asyncio.sleep(1.0)
+                else:  # "failed" or "lost"
+                    if not self._stopping:  # (a stopping server's workers go first)
+                        log(f"arena: ladder: worker {index} could not play {', '.join(names)}: {value}")
+                        await asyncio.sleep(1.0)
                     return
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            if not self._stopping:  # (a stopping server's workers go first)
-                log(f"arena: ladder: lost worker {index} while it played {', '.join(names)}: {exc!r}")
+        except OSError as exc:
+            if not self._stopping:
+                log(f"arena: ladder: cannot reach worker {index} to play {', '.join(names)}: {exc!r}")
                 await asyncio.sleep(1.0)
         finally:
             self.load[index] -= 1
-            if writer is not None:
-                writer.close()
+            link.units.pop(unit, None)

@@ -80,6 +80,8 @@ PAIR_FLOOR = 0.05
 """Every eligible pair is drawn with at least this fraction of the most wanted pair's weight."""
 MAX_CANDIDATES = 200
 """Pools with more eligible bots weigh a random sample of this many per pick."""
+SCRATCH_KEPT = 4
+"""Candidate counts whose pick arrays the ladder keeps (:class:`PairScratch`; 1.4 MB for 200 candidates)."""
 BALANCE_FACTOR = 2
 """Free bots wait (until the next match ends) rather than replay a pair played more than
 ``BALANCE_FACTOR * g + BALANCE_FACTOR`` times while a pair with ``g`` games waits for a busy bot."""
@@ -236,8 +238,11 @@ class Ladder:
         self._loaded_pairs = False
         self._wanted = frozenset(config.bots)
         """``config.bots`` as a set, for :meth:`eligible` (which a pick calls over every bot)."""
-        self._scratch: PairScratch | None = None
-        """The pairs of the last two-seat pick's candidates and its arrays (:class:`PairScratch`)."""
+        self._scratch: dict[int, PairScratch] = {}
+        """The pairs of a two-seat pick's ``m`` candidates and its arrays (:class:`PairScratch`), by ``m``: the
+        last :data:`SCRATCH_KEPT` sizes (while matches play, the free bots' count changes from pick to pick)."""
+        self._pairs: dict[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
+        """``np.triu_indices(m, 1)`` by ``m``, for :meth:`_balanced`."""
         self._resting: dict[str, float] = {}
         """Remote bots of other workers found busy there -> ``time.monotonic()`` until which they are left alone."""
 
@@ -366,9 +371,11 @@ class Ladder:
         if n == 2:
             # Only the pairs i < j are weighed and drawn from (half a matrix, without its zeros), in arrays
             # kept from pick to pick.
-            scratch = self._scratch
-            if scratch is None or scratch.m != m:
-                scratch = self._scratch = PairScratch(m)
+            scratch = self._scratch.get(m)
+            if scratch is None:
+                if len(self._scratch) >= SCRATCH_KEPT:
+                    del self._scratch[next(iter(self._scratch))]  # (the size made longest ago)
+                scratch = self._scratch[m] = PairScratch(m)
             ratings, cis = _ratings(pool, names)
             weight = upper_weights(ratings, cis, _games_upper(pool, names, scratch.games), scratch)
             pair = self._draw(weight, scratch.spare)
@@ -397,9 +404,13 @@ class Ladder:
         everyone = sorted(set(self.eligible(pool, ignore_busy=True)) | set(free))
         if len(everyone) <= len(free) or len(everyone) > MAX_CANDIDATES:
             return True  # nobody to wait for (or a pool so big that free bots always have fresh pairs)
-        rows, cols = np.triu_indices(len(everyone), 1)
+        pairs = self._pairs.get(len(everyone))
+        if pairs is None:  # (the pairs of m candidates, kept: this runs at every pick while a match plays)
+            pairs = self._pairs[len(everyone)] = np.triu_indices(len(everyone), 1)
+        rows, cols = pairs
         games = _games_upper(pool, everyone, np.empty(len(rows)))
-        is_free = np.isin(np.array(everyone), np.array(free))
+        free_set = set(free)
+        is_free = np.fromiter((name in free_set for name in everyone), bool, len(everyone))
         both_free = is_free[rows] & is_free[cols]
         best_free = float(games[both_free].min())
         waiting = float(games[~both_free].min())

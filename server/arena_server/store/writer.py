@@ -125,10 +125,15 @@ _TARGET = re.compile(r"\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|UPDATE|DELETE\s+FROM|
 """The table a writing statement changes (reads do not match: the journal keeps only writes)."""
 
 
+def framed(message: object) -> bytes:
+    """One length-prefixed pickled message, as :func:`read_message` reads it."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(data)) + data
+
+
 async def send_message(writer: asyncio.StreamWriter, message: object) -> None:
     """Write one length-prefixed pickled message."""
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    writer.write(_HEADER.pack(len(data)) + data)
+    writer.write(framed(message))
     await writer.drain()
 
 
