@@ -23,13 +23,12 @@ import argparse
 import os
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench_workers import free_port, median_interval, tree_cpu
+from bench_workers import free_port, report, tree_cpu
 
 from arena_client._native import status as native_status
 
@@ -124,20 +123,7 @@ def main() -> None:
         f"--concurrency 4 --per-bot 1, {args.seconds:g} s counted after {WARMUP} matches, median of {args.repeats}"
     )
     print(f"move path: {native_status()}")
-    for label, runs in (("1", ones), ("2", twos)):
-        each = ", ".join(f"{rate:.1f}" for rate, _ in runs)
-        cpu = statistics.median(c for _, c in runs) * 1e3
-        print(
-            f"arena serve --workers {label} : {statistics.median(r for r, _ in runs):7.1f} rated matches/s  "
-            f"(runs: {each}); server CPU {cpu:.1f} ms a match"
-        )
-    ratios = sorted(t[0] / o[0] for t, o in zip(twos, ones, strict=True))
-    low, high, confidence = median_interval(ratios)
-    print(f"ratio 2 workers / 1     : {statistics.median(ratios):7.2f}x")
-    print(
-        f"  per repeat {', '.join(f'{r:.2f}' for r in ratios)}: the median ratio lies in {low:.2f}-{high:.2f}x "
-        f"with {confidence:.0%} confidence"
-    )
+    report(ones, twos, "rated matches/s", "7.1f", ".1f", ".1f", "7.2f")
 
 
 if __name__ == "__main__":

@@ -199,6 +199,34 @@ def median_interval(values: list[float]) -> tuple[float, float, float]:
     return best
 
 
+def report(
+    ones: list[tuple[float, float]],
+    twos: list[tuple[float, float]],
+    unit: str,
+    median_format: str,
+    run_format: str,
+    cpu_format: str,
+    ratio_format: str,
+    target: str = "",
+    note: str = "",
+) -> None:
+    """Print each configuration's median rate (its runs) and CPU a match, then the ratio 2 / 1 and its interval."""
+    for label, runs in (("1", ones), ("2", twos)):
+        each = ", ".join(f"{rate:{run_format}}" for rate, _ in runs)
+        cpu = statistics.median(server for _, server in runs) * 1e3
+        print(
+            f"arena serve --workers {label} : {statistics.median(r for r, _ in runs):{median_format}} {unit}  "
+            f"(runs: {each}); server CPU {cpu:{cpu_format}} ms a match"
+        )
+    ratios = sorted(t[0] / o[0] for t, o in zip(twos, ones, strict=True))
+    low, high, confidence = median_interval(ratios)
+    print(f"ratio 2 workers / 1     : {statistics.median(ratios):{ratio_format}}x{target}")
+    print(
+        f"  per repeat {', '.join(f'{r:.2f}' for r in ratios)}: the median ratio lies in {low:.2f}-{high:.2f}x "
+        f"with {confidence:.0%} confidence{note}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--matches", type=int, default=MATCHES, help=f"matches a run plays (default {MATCHES})")
@@ -212,27 +240,14 @@ def main() -> None:
         for repeat in range(args.repeats):
             ones.append(measure(1, folder, repeat, args.matches))
             twos.append(measure(2, folder, repeat, args.matches))
-    ratio = statistics.median(t[0] / o[0] for t, o in zip(twos, ones, strict=True))
     cost = statistics.median(t[1] / o[1] for t, o in zip(twos, ones, strict=True))
     print(
         f"CPUs available: {cpus}; {args.matches} matches of {ROUNDS} rounds, {CONNECTIONS} connections, "
         f"median of {args.repeats}"
     )
     print(f"move path: {native_status()}")
-    for label, runs in (("1", ones), ("2", twos)):
-        each = ", ".join(f"{rate:.0f}" for rate, _ in runs)
-        cpu = statistics.median(server for _, server in runs) * 1e3
-        print(
-            f"arena serve --workers {label} : {statistics.median(r for r, _ in runs):9.0f} moves/s  (runs: {each}); "
-            f"server CPU {cpu:.2f} ms a match"
-        )
-    ratios = sorted(t[0] / o[0] for t, o in zip(twos, ones, strict=True))
-    low, high, confidence = median_interval(ratios)
-    print(f"ratio 2 workers / 1     : {ratio:9.2f}x (target >= 1.7x)")
-    print(
-        f"  per repeat {', '.join(f'{r:.2f}' for r in ratios)}: the median ratio lies in {low:.2f}-{high:.2f}x "
-        f"with {confidence:.0%} confidence (order statistics, no assumption on the host's noise)"
-    )
+    noise = " (order statistics, no assumption on the host's noise)"
+    report(ones, twos, "moves/s", "9.0f", ".0f", ".2f", "9.2f", " (target >= 1.7x)", noise)
     print(f"server CPU a match, 2 / 1: {cost:8.2f}x (what splitting the server costs; the client shares these cores)")
 
 
