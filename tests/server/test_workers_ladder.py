@@ -17,6 +17,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from arena_client import Termination
 from tests.ladder.test_crash import (
     FINISHED_RATED,
     RUNNING,
@@ -209,3 +210,84 @@ def test_one_ladder_pairs_for_both_workers_so_per_bot_and_concurrency_hold_over_
     assert most <= 3, most  # (eight bots could play four matches at once)
     check_rated_exactly_once(db)
     recompute_clean(db)
+
+
+def test_a_remote_bot_failing_on_a_two_worker_server_is_paused_after_exactly_pause_after_matches(
+    tmp_path: Path,
+) -> None:
+    """``--pause-after 2`` on ``--workers 2``: a registered remote bot that answers every turn with an illegal
+    action plays exactly two rated matches, both lost for its illegal action, and is paused with that reason;
+    the ladder goes on with the others. Its bots connect from several addresses, so they sit on both workers."""
+    import asyncio
+
+    import grpc
+
+    from arena.v1 import bots_pb2 as bp
+    from arena.v1 import bots_pb2_grpc as bp_grpc
+    from arena_client import Bot, Turn
+    from arena_client.remote import Client
+    from tests.server.test_workers import port_of
+
+    names = ["liar", "r-0", "r-1", "r-2", "r-3"]
+    db = tmp_path / "arena.db"
+    options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", "rps:rounds=30", "--concurrency", "2")
+    proc = serve(db, *options, "--ladder-bots", ",".join(names), "--ladder-interval", "0", "--pause-after", "2")
+
+    class Cycle(Bot):
+        games = ("rps",)
+
+        def act(self, turn: Turn) -> int:
+            return turn.turn_id % 3
+
+    class Liar(Bot):
+        games = ("rps",)
+
+        def act(self, turn: Turn) -> int:
+            return 7  # (RPS has actions 0-2)
+
+    liar_matches = (
+        "SELECT COUNT(*) FROM matches m JOIN match_seats s ON s.match_id = m.id "
+        "WHERE s.bot_name = 'liar' AND m.rated = 1 AND m.status = 'finished'"
+    )
+    try:
+        port = port_of(proc)
+
+        async def scenario() -> None:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = bp_grpc.BotServiceStub(channel)
+                tokens = {
+                    n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names
+                }
+            clients = [
+                Client(Liar() if n == "liar" else Cycle(), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n])
+                for i, n in enumerate(names)
+            ]
+            playing = [asyncio.ensure_future(c.play()) for c in clients]
+            try:
+                await asyncio.to_thread(wait_for, db, "SELECT COUNT(*) FROM bot_status WHERE bot_name = 'liar'", 1, 60)
+                paused_at = query(db, FINISHED_RATED)
+                await asyncio.to_thread(wait_for, db, FINISHED_RATED, paused_at + 15, 60)  # the others play on
+            finally:
+                for task in playing:
+                    task.cancel()
+                await asyncio.gather(*playing, return_exceptions=True)
+
+        asyncio.run(scenario())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        err = close(proc)
+    assert "stopped" in err and "Traceback" not in err, err
+    assert query(db, liar_matches) == 2
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    endings = conn.execute(
+        "SELECT m.termination, m.offender = s.seat FROM matches m JOIN match_seats s ON s.match_id = m.id "
+        "WHERE s.bot_name = 'liar' AND m.rated = 1"
+    ).fetchall()
+    version, reason = conn.execute(
+        "SELECT paused_version, paused_reason FROM bot_status WHERE bot_name = 'liar'"
+    ).fetchone()
+    conn.close()
+    assert endings == [(int(Termination.ILLEGAL_ACTION), 1)] * 2, endings
+    assert version == 1 and reason.startswith("paused after 2 failed matches in a row (last: illegal action"), reason
+    check_rated_exactly_once(db)
