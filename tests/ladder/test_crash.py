@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -136,18 +138,55 @@ def check_rated_exactly_once(db: Path) -> int:
     return finished
 
 
-def test_sigkill_mid_ladder_then_restart(tmp_path: Path) -> None:
+def workers_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a multi-worker server's workers and its spawn helper)."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        children.append(int(entry))
+            except OSError:
+                continue
+    return children
+
+
+def gone_within(pids: list[int], timeout: float) -> bool:
+    """Whether every process of ``pids`` has exited within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(os.path.exists(f"/proc/{pid}") and "Z" not in _state(pid) for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "X"
+
+
+@pytest.mark.parametrize("workers", [(), ("--workers", "2")], ids=["one-process", "two-workers"])
+def test_sigkill_mid_ladder_then_restart(tmp_path: Path, workers: tuple[str, ...]) -> None:
+    """With ``--workers 2`` the SIGKILL hits the main process (the store writer and the ladder coordinator):
+    the workers stop by themselves, and the restart finds their matches left running."""
     db = tmp_path / "arena.db"
     # The kill must land while a match is in flight. Matches last milliseconds and the ladder
     # sometimes has none running (about 4% of samples), so a kill that found every match already
     # finished proves nothing: start the server again on the same file and kill it again.
     for _attempt in range(5):
-        server = serve(db, *CRASH_LADDER)
+        server = serve(db, *CRASH_LADDER, *workers)
         try:
             wait_for(db, FINISHED_RATED, 40)
             wait_for(db, RUNNING, 1)
+            children = workers_of(server.pid)
             os.kill(server.pid, signal.SIGKILL)
             server.wait(10)
+            assert gone_within(children, 15), "a worker outlived its SIGKILLed main process"
         finally:
             close(server)
         if query(db, RUNNING) >= 1:  # left running by the crash
@@ -156,7 +195,7 @@ def test_sigkill_mid_ladder_then_restart(tmp_path: Path) -> None:
     else:
         raise AssertionError("five SIGKILLs in a row found no match in flight")
     before = check_rated_exactly_once(db)
-    server = serve(db, *CRASH_LADDER)
+    server = serve(db, *CRASH_LADDER, *workers)
     try:
         assert server.stdout is not None
         wait_for(db, FINISHED_RATED, before + 20)
