@@ -236,8 +236,8 @@ class Ladder:
         self._task: asyncio.Task[None] | None = None
         self.refitter = RatingRefitter(self.store, config.refit_interval, self.refresh)
         self._loaded_pairs = False
-        self._wanted = frozenset(config.bots)
-        """``config.bots`` as a set, for :meth:`eligible` (which a pick calls over every bot)."""
+        self._wanted_sorted = sorted(set(config.bots))
+        """``config.bots``, sorted, for :meth:`eligible` (which a pick calls over every bot)."""
         self._scratch: dict[int, PairScratch] = {}
         """The pairs of a two-seat pick's ``m`` candidates and its arrays (:class:`PairScratch`), by ``m``: the
         last :data:`SCRATCH_KEPT` sizes (while matches play, the free bots' count changes from pick to pick)."""
@@ -321,12 +321,11 @@ class Ladder:
     def eligible(self, pool: _Pool, ignore_busy: bool = False) -> list[str]:
         """Bots that may start a match in ``pool`` now (with ``ignore_busy``: once their matches end)."""
         hub = self.hub
-        wanted = self._wanted
         out = []
         now = time.monotonic()
-        for name in hub.all_bot_names():  # (on several workers: with the remote bots connected to the others)
-            if wanted and name not in wanted:
-                continue
+        # With --ladder-bots only those names are looked at (games_of is None for one nobody can seat); else every
+        # bot this process can seat, and on several workers the remote bots connected to any of them.
+        for name in self._wanted_sorted or hub.all_bot_names():
             games = hub.games_of(name)
             if games is None or (games and pool.game.name not in games):
                 continue
