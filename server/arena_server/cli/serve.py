@@ -96,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="1",
         metavar="N",
         help="worker processes running matches (default 1; auto: one per CPU); the main process "
-        "stays the only database writer (docs/cluster.md)",
+        "stays the only database writer and runs the one ladder, whose matches the workers play (docs/cluster.md)",
     )
     p.add_argument(
         "--uvloop",
