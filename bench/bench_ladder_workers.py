@@ -10,7 +10,8 @@ A run waits for ``WARMUP`` rated matches to be stored (the bots' first matches c
 then counts the rated matches stored in the next ``--seconds`` seconds by polling the database. It also
 prints the CPU a match took in all of the server's processes (from /proc). The two configurations
 alternate ``--repeats`` times; the ratio is the median of the per-repeat ratios, with a distribution-free
-interval for that median.
+interval for that median. The main process's own CPU a match is printed too: with two workers that is the
+store writer and the ladder coordinator.
 
 This measures what ``bench_workers.py`` does not: pairing, the unit's trip to a worker and back, the
 pause check and the refits, on top of the matches. Run:
@@ -23,11 +24,13 @@ import argparse
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from bench_remote import cpu_seconds
 from bench_workers import free_port, report, tree_cpu
 
 from arena_client._native import status as native_status
@@ -54,8 +57,8 @@ def rated(db: str) -> int:
         conn.close()
 
 
-def measure(workers: int, folder: str, repeat: int, seconds: float) -> tuple[float, float]:
-    """(rated matches a second, server CPU seconds a match) of one run."""
+def measure(workers: int, folder: str, repeat: int, seconds: float) -> tuple[float, float, float]:
+    """(rated matches a second, server CPU seconds a match, the main process's share of it) of one run."""
     db = os.path.join(folder, f"ladder-{workers}-{repeat}.db")
     proc = subprocess.Popen(
         [
@@ -92,9 +95,9 @@ def measure(workers: int, folder: str, repeat: int, seconds: float) -> tuple[flo
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"arena serve --workers {workers} played fewer than {WARMUP} rated matches")
             time.sleep(0.05)
-        first, cpu0, t0 = rated(db), tree_cpu(proc.pid), time.monotonic()
+        first, cpu0, main0, t0 = rated(db), tree_cpu(proc.pid), cpu_seconds(proc.pid), time.monotonic()
         time.sleep(seconds)
-        last, cpu1, t1 = rated(db), tree_cpu(proc.pid), time.monotonic()
+        last, cpu1, main1, t1 = rated(db), tree_cpu(proc.pid), cpu_seconds(proc.pid), time.monotonic()
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -103,7 +106,7 @@ def measure(workers: int, folder: str, repeat: int, seconds: float) -> tuple[flo
             proc.kill()
             proc.wait()
     played = max(last - first, 1)
-    return played / (t1 - t0), (cpu1 - cpu0) / played
+    return played / (t1 - t0), (cpu1 - cpu0) / played, (main1 - main0) / played
 
 
 def main() -> None:
@@ -123,7 +126,11 @@ def main() -> None:
         f"--concurrency 4 --per-bot 1, {args.seconds:g} s counted after {WARMUP} matches, median of {args.repeats}"
     )
     print(f"move path: {native_status()}")
-    report(ones, twos, "rated matches/s", "7.1f", ".1f", ".1f", "7.2f")
+    report([run[:2] for run in ones], [run[:2] for run in twos], "rated matches/s", "7.1f", ".1f", ".1f", "7.2f")
+    for label, runs in (("1", ones), ("2", twos)):
+        main = statistics.median(run[2] for run in runs) * 1e3
+        role = "the whole server" if label == "1" else "the store writer and the ladder coordinator"
+        print(f"  of which the main process, --workers {label}: {main:.2f} ms a match ({role})")
 
 
 if __name__ == "__main__":
