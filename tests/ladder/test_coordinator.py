@@ -196,3 +196,78 @@ async def test_the_coordinator_goes_on_when_a_worker_is_gone(live_server: LiveSe
     coordinator.halt()
     await coordinator.stop()
     assert coordinator.placed[0] >= 1 and coordinator.matches_played == 0 and coordinator.load == [0]
+
+
+async def scripted_worker(folder: str, answer: Any) -> tuple[asyncio.AbstractServer, list[tuple[Any, ...]]]:
+    """A stand-in for worker 0's unit socket: records each request and lets ``answer(request, writer)`` reply.
+
+    The coordinator is the thing under test here; the worker's side is scripted to say what a real one
+    says only rarely (a remote bot busy in a challenge there, a connection that breaks mid-unit).
+    """
+    requests: list[tuple[Any, ...]] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await read_message(reader)
+                requests.append(request)
+                await answer(request, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_unix_server(handle, path=units_path(folder, 0)), requests
+
+
+async def test_a_remote_bot_found_busy_on_its_worker_is_left_alone_a_while(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    async def busy(request: tuple[Any, ...], writer: asyncio.StreamWriter) -> None:
+        await send_message(writer, ("done", request[1], list(request[3])))
+
+    server, requests = await scripted_worker(str(tmp_path), busy)
+    directory = {"far": Connected("far", 0, ("rps",), False, "k")}
+    hub = main_hub(live_server, str(tmp_path), directory)
+    config = LadderConfig([load_game("rps", rounds=5)], concurrency=1, seed=2, bots=("far", "rock"))
+    coordinator = LadderCoordinator(hub, config, str(tmp_path), 1)
+    try:
+        coordinator.start()
+        for _ in range(200):
+            if requests:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)
+        assert len(requests) == 1, requests  # "far" rests (PEER_REST, 1 s): no second unit meanwhile
+        assert coordinator.eligible(coordinator.pools[0]) == ["rock"]
+        assert requests[0][0] == "play" and sorted(requests[0][3]) == ["far", "rock"]
+    finally:
+        coordinator.halt()
+        await coordinator.stop()
+        server.close()
+    assert coordinator.load == [0] and coordinator.matches_played == 0
+
+
+async def test_a_connection_that_breaks_mid_unit_ends_the_units_on_it_and_the_next_unit_reconnects(
+    live_server: LiveServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def hang_up(request: tuple[Any, ...], writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server, requests = await scripted_worker(str(tmp_path), hang_up)
+    hub = main_hub(live_server, str(tmp_path))
+    config = LadderConfig([load_game("rps", rounds=5)], concurrency=1, seed=3, bots=("rock", "rotate"))
+    coordinator = LadderCoordinator(hub, config, str(tmp_path), 1)
+    try:
+        coordinator.start()
+        for _ in range(400):
+            if len(requests) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert len(requests) >= 2  # (the second on a new connection, after a second's pause)
+    finally:
+        coordinator.halt()
+        await coordinator.stop()
+        server.close()
+    assert coordinator.load == [0] and coordinator.matches_played == 0
+    assert "worker 0 could not play rock, rotate: the worker closed the connection" in capsys.readouterr().err
