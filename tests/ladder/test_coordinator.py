@@ -8,6 +8,7 @@ carries the coordinator. ``tests/server/test_workers_ladder.py`` runs the same o
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ import arena_bots
 import arena_server.store.ratings as ls
 from arena_bots import HostedBot
 from arena_bots.simple import RandomBot
-from arena_client import Termination
+from arena_client import Bot, Termination, Turn
+from arena_client.remote import Client
 from arena_games import load_game
 from arena_server.api.peers import Peers
 from arena_server.ladder.coordinator import LadderConfigError, LadderCoordinator, serve_units, units_path
@@ -53,7 +55,7 @@ async def ask(folder: str, *requests: tuple[Any, ...]) -> list[tuple[str, Any, A
     while over < len(requests):
         reply = await asyncio.wait_for(read_message(reader), 30)
         replies.append(reply)
-        over += reply[0] in ("done", "failed")
+        over += reply[0] in ("done", "failed", "redirected")
     writer.close()
     return replies
 
@@ -271,3 +273,76 @@ async def test_a_connection_that_breaks_mid_unit_ends_the_units_on_it_and_the_ne
         server.close()
     assert coordinator.load == [0] and coordinator.matches_played == 0
     assert "worker 0 could not play rock, rotate: the worker closed the connection" in capsys.readouterr().err
+
+
+class Cycle(Bot):
+    games = ("rps",)
+
+    def act(self, turn: Turn) -> int:
+        return turn.turn_id % 3
+
+
+async def connected(live: LiveServer, name: str, follow: bool) -> tuple[Client, asyncio.Task[Any]]:
+    """An SDK bot connected to the live server (waiting to be seated); its client and its play task."""
+    client = Client(Cycle(), live.address, name=name, follow_redirects=follow)
+    task = asyncio.ensure_future(client.play(give_up_after=20))
+    for _ in range(500):
+        if name in live.hub.sessions and client.connections:
+            return client, task
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{name} did not connect")
+
+
+async def until(check: Any, what: str) -> None:
+    for _ in range(1000):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(what)
+
+
+async def test_a_bot_that_follows_redirects_is_moved_and_one_that_does_not_is_left(
+    live_server: LiveServer, units: str
+) -> None:
+    """The worker's side of a redirect on a real session: the SDK bot is told the port, its session here
+    ends, and it reconnects there at once (here the same server, so its second welcome is seen); a bot
+    whose Hello did not ask, and an unknown name, are refused with nothing busy."""
+    follower, playing = await connected(live_server, "mover", follow=True)
+    stayer, staying = await connected(live_server, "stayer", follow=False)
+    first = live_server.hub.sessions["mover"]
+    try:
+        assert first.follows_redirects and not live_server.hub.sessions["stayer"].follows_redirects
+        replies = await ask(units, ("redirect", 1, "mover", live_server.port))
+        assert replies == [("redirected", 1, None)]
+        assert first.is_closed and "redirected to port" in first.close_reason
+        await until(lambda: follower.connections == 2, "the redirected bot did not reconnect")
+        assert follower.redirects == 1 and follower.redirected_to == f"127.0.0.1:{live_server.port}"
+        assert live_server.hub.sessions["mover"] is not first
+        assert await ask(units, ("redirect", 2, "stayer", live_server.port)) == [("done", 2, [])]
+        assert await ask(units, ("redirect", 3, "nobody", live_server.port)) == [("done", 3, [])]
+        assert stayer.connections == 1 and stayer.redirects == 0
+    finally:
+        for task in (playing, staying):
+            task.cancel()
+        await asyncio.gather(playing, staying, return_exceptions=True)
+
+
+async def test_a_busy_bot_is_not_redirected_and_one_sent_nowhere_comes_back_to_its_address(
+    live_server: LiveServer, units: str
+) -> None:
+    follower, playing = await connected(live_server, "mover", follow=True)
+    try:
+        session = live_server.hub.sessions["mover"]
+        async with session.busy:  # (as while it plays a match here)
+            assert await ask(units, ("redirect", 1, "mover", live_server.port)) == [("done", 1, ["mover"])]
+        assert not session.is_closed and follower.redirects == 0
+        with socket.socket() as probe:  # a port nothing listens on
+            probe.bind(("127.0.0.1", 0))
+            nowhere = probe.getsockname()[1]
+        assert await ask(units, ("redirect", 2, "mover", nowhere)) == [("redirected", 2, None)]
+        await until(lambda: follower.connections == 2, "the bot did not come back to the address it was given")
+        assert follower.redirects == 1 and follower.redirected_to is None
+        assert "mover" in live_server.hub.sessions
+    finally:
+        playing.cancel()
+        await asyncio.gather(playing, return_exceptions=True)

@@ -75,8 +75,9 @@ REMOTE = 12
 
 
 def test_the_ladder_pairs_remote_bots_connected_to_different_workers(tmp_path: Path) -> None:
-    """Each worker's ladder also seats the remote bots connected to the other worker (through its relay):
-    rated matches between bots on different workers are played, rated once, and recompute clean."""
+    """The ladder also pairs remote bots connected to different workers; one that does not follow redirects
+    plays through its worker's relay: rated matches between bots on different workers are played, rated
+    once, and recompute clean."""
     import asyncio
 
     import grpc
@@ -107,7 +108,11 @@ def test_the_ladder_pairs_remote_bots_connected_to_different_workers(tmp_path: P
                 tokens = {
                     n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names
                 }
-            clients = [Client(Cycle(), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n]) for i, n in enumerate(names)]
+            # (not following redirects: these bots stay where they connected, and matches across workers are relayed)
+            clients = [
+                Client(Cycle(), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n], follow_redirects=False)
+                for i, n in enumerate(names)
+            ]
             playing = [asyncio.ensure_future(c.play()) for c in clients]
             try:
                 while not all(c.session_token for c in clients):
@@ -291,3 +296,77 @@ def test_a_remote_bot_failing_on_a_two_worker_server_is_paused_after_exactly_pau
     assert endings == [(int(Termination.ILLEGAL_ACTION), 1)] * 2, endings
     assert version == 1 and reason.startswith("paused after 2 failed matches in a row (last: illegal action"), reason
     check_rated_exactly_once(db)
+
+
+def test_the_ladder_moves_a_remote_bot_that_follows_redirects_to_the_worker_of_its_match(tmp_path: Path) -> None:
+    """Remote bots on different workers: one that follows redirects (the SDK's default) is told to reconnect
+    on the port of the worker that referees its next match, and does, so the match is not relayed; one whose
+    Hello did not ask is never redirected (it is relayed, as before). Every match is rated once."""
+    import asyncio
+    import re
+
+    import grpc
+
+    from arena.v1 import bots_pb2 as bp
+    from arena.v1 import bots_pb2_grpc as bp_grpc
+    from arena_client import Bot, Turn
+    from arena_client.remote import Client
+    from tests.server.test_workers import port_of
+
+    followers = [f"f-{i}" for i in range(8)]
+    others = [f"n-{i}" for i in range(4)]
+    names = followers + others
+    db = tmp_path / "arena.db"
+    options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", "rps:rounds=30", "--concurrency", "4")
+    proc = serve(db, *options, "--ladder-bots", ",".join(names), "--ladder-interval", "0")
+
+    class Cycle(Bot):
+        games = ("rps",)
+
+        def act(self, turn: Turn) -> int:
+            return turn.turn_id % 3
+
+    try:
+        port = port_of(proc)
+
+        async def scenario() -> list[Client]:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = bp_grpc.BotServiceStub(channel)
+                tokens = {
+                    n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names
+                }
+            clients = [
+                Client(Cycle(), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n], follow_redirects=n in followers)
+                for i, n in enumerate(names)
+            ]
+            playing = [asyncio.ensure_future(c.play()) for c in clients]
+            try:
+                while not all(c.session_token for c in clients):
+                    await asyncio.sleep(0.05)
+                await asyncio.to_thread(wait_for, db, FINISHED_RATED, 60, 90)
+            finally:
+                for task in playing:
+                    task.cancel()
+                await asyncio.gather(*playing, return_exceptions=True)
+            return clients
+
+        clients = asyncio.run(scenario())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        err = close(proc)
+    assert "stopped" in err and "Traceback" not in err, err
+    moved = re.search(r"(\d+) remote bots moved to the worker of their match", err)
+    assert moved is not None, err
+    by_name = {c.name: c for c in clients}
+    followed = sum(by_name[n].redirects for n in followers)
+    assert followed >= 1 and int(moved.group(1)) >= followed, (followed, err)
+    for n in followers:  # each redirect was one more welcome, on the worker's own port (the last may have been
+        # cut short by the end of the test, when the clients stop)
+        client = by_name[n]
+        assert client.redirects <= client.connections <= 1 + client.redirects, (n, client.connections, client.redirects)
+    for n in others:
+        assert by_name[n].redirects == 0 and by_name[n].connections == 1, n
+    assert query(db, FINISHED_RATED) >= 60
+    check_rated_exactly_once(db)
+    recompute_clean(db)

@@ -91,6 +91,8 @@ GIVE_UP_AFTER = 300.0
 """Default of ``give_up_after``: seconds without a successful connection before the client stops."""
 CONNECT_TIMEOUT = 20.0
 """Longest wait for one connection attempt, from dialling to the server's Welcome."""
+REDIRECT_CONNECT_TIMEOUT = 3.0
+"""Longest wait for the connection a Redirect asks for; past it the client goes back to its own address at once."""
 CLOSE_TIMEOUT = 2.0
 """How long a finished session waits for the server to close the stream before cutting it."""
 FIRST_BACKOFF = 0.5
@@ -118,6 +120,15 @@ class _Retry(Exception):
 
 class _ServerStopping(_Retry):
     """The server ended the stream because it is stopping (on purpose); reconnect once it is back."""
+
+
+class _Redirected(Exception):
+    """The server asked this bot to reconnect on another port of the same host (a Redirect): at once."""
+
+    def __init__(self, port: int, reason: str) -> None:
+        super().__init__(reason)
+        self.port = port
+        self.reason = reason
 
 
 def server_is_stopping(exc: grpc.aio.AioRpcError) -> bool:
@@ -287,6 +298,11 @@ class Client:
         aborted: The aborted results of that call (not counted as played).
         assigned_name: The name the server welcomed the bot under.
         connections: How many times a server has welcomed this client.
+
+    With ``follow_redirects`` (the default) the Hello says that the client follows a Redirect: a
+    multi-worker server may then tell it, between matches, to reconnect on the port of the worker process
+    that will referee its next match, and it does so at once, on the same host. A connection there that
+    fails sends it back to ``target``.
     """
 
     def __init__(
@@ -297,9 +313,17 @@ class Client:
         token: str = "",
         threaded: Threaded = "auto",
         on_connect: Callable[[str], None] | None = None,
+        follow_redirects: bool = True,
     ) -> None:
         self.bot = bot
         self.target = target
+        self.follow_redirects = follow_redirects
+        """Say in the Hello that this client reconnects where a Redirect says (a multi-worker server then
+        moves it to the process of its next match instead of relaying every move between two processes)."""
+        self.redirected_to: str | None = None
+        """``host:port`` a Redirect sent this client to (None: :attr:`target`); a failure there goes back."""
+        self.redirects = 0
+        """Redirects followed so far."""
         self.name = name
         self.token = token
         self.threaded = threaded
@@ -362,13 +386,26 @@ class Client:
         try:
             while True:
                 self._welcomed = False
-                timeout = CONNECT_TIMEOUT
+                timeout = CONNECT_TIMEOUT if self.redirected_to is None else REDIRECT_CONNECT_TIMEOUT
                 if give_up_after is not None:
                     timeout = max(0.1, min(timeout, give_up_after - (time.monotonic() - outage_since)))
                 try:
                     await self._session(opponent, game, params or {}, matches, seat, time_control, timeout)
                     return self.results
+                except _Redirected as moved:  # (its own name: compiled, one name holds one type)
+                    host = self.target.rpartition(":")[0] or self.target
+                    self.redirected_to = f"{host}:{moved.port}"
+                    self.redirects += 1
+                    attempt = 0
+                    outage_since = time.monotonic()
+                    log.info("arena_client: the server moves us to %s (%s)", self.redirected_to, moved.reason)
+                    continue  # at once: the server is waiting for us there
                 except _Retry as exc:
+                    if self.redirected_to is not None:  # (lost where a Redirect sent us: back to the address given)
+                        log.info("arena_client: leaving %s for %s (%s)", self.redirected_to, self.target, exc)
+                        self.redirected_to = None
+                        if not self._welcomed:
+                            continue  # (never got there: the address given is the one that worked, at once)
                     stopping = isinstance(exc, _ServerStopping)
                     if self._welcomed:  # a successful connection: the back-off and the clock start again
                         attempt = 0
@@ -445,6 +482,7 @@ class Client:
                     token=self.token,
                     games=list(self._games()),
                     client=CLIENT,
+                    follows_redirects=self.follow_redirects,
                 )
             )
         )
@@ -460,7 +498,8 @@ class Client:
         time_control: TimeControl | None,
         connect_timeout: float,
     ) -> None:
-        async with grpc.aio.insecure_channel(self.target) as channel:
+        target = self.redirected_to or self.target
+        async with grpc.aio.insecure_channel(target) as channel:
             # The generated stub's Play, except that an Action may be sent as its bytes (wire.action_message)
             # and a Turn is received as its bytes (server_message).
             call = channel.stream_stream(
@@ -482,7 +521,7 @@ class Client:
                 self.connections += 1
                 self.assigned_name = welcome.welcome.bot_name
                 self.session_token = welcome.welcome.session_token
-                log.info("arena_client: connected to %s as %s", self.target, self.assigned_name)
+                log.info("arena_client: connected to %s as %s", target, self.assigned_name)
                 if self.on_connect is not None:
                     self.on_connect(self.assigned_name)
                 again: Callable[[], bs.BotMessage] | None = None
@@ -639,6 +678,8 @@ class Client:
                     return
             elif kind == "ping":
                 writer.send(bs.BotMessage(pong=bs.Pong(nonce=msg.ping.nonce)))
+            elif kind == "redirect":
+                raise _Redirected(msg.redirect.port, msg.redirect.reason)
             elif kind == "error":
                 if msg.error.fatal:
                     raise ArenaError(msg.error.message)

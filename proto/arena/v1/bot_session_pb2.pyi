@@ -20,6 +20,8 @@ A session, in order:
   server -> MatchEnded          returns, termination, the revealed seed
   ... more matches ...
   server -> Ping / bot -> Pong  at any time while idle
+  server -> Redirect            (only if the Hello asked) while idle:
+                                reconnect on another port, then this ends
 
 When the server stops on purpose (arena serve gets SIGTERM or Ctrl-C), it
 aborts every running match (each seat gets MatchEnded, termination ABORTED),
@@ -173,6 +175,7 @@ class ServerMessage(_message.Message):
     PING_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     CHALLENGE_STATUS_FIELD_NUMBER: _builtins.int
+    REDIRECT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -189,6 +192,8 @@ class ServerMessage(_message.Message):
     def error(self) -> Global___Error: ...
     @_builtins.property
     def challenge_status(self) -> Global___ChallengeStatus: ...
+    @_builtins.property
+    def redirect(self) -> Global___Redirect: ...
     def __init__(
         self,
         *,
@@ -200,16 +205,49 @@ class ServerMessage(_message.Message):
         ping: Global___Ping | None = ...,
         error: Global___Error | None = ...,
         challenge_status: Global___ChallengeStatus | None = ...,
+        redirect: Global___Redirect | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["challenge_status", b"challenge_status", "error", b"error", "kind", b"kind", "match_ended", b"match_ended", "match_started", b"match_started", "ping", b"ping", "turn", b"turn", "update", b"update", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["challenge_status", b"challenge_status", "error", b"error", "kind", b"kind", "match_ended", b"match_ended", "match_started", b"match_started", "ping", b"ping", "redirect", b"redirect", "turn", b"turn", "update", b"update", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["challenge_status", b"challenge_status", "error", b"error", "kind", b"kind", "match_ended", b"match_ended", "match_started", b"match_started", "ping", b"ping", "turn", b"turn", "update", b"update", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["challenge_status", b"challenge_status", "error", b"error", "kind", b"kind", "match_ended", b"match_ended", "match_started", b"match_started", "ping", b"ping", "redirect", b"redirect", "turn", b"turn", "update", b"update", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "match_started", "turn", "update", "match_ended", "ping", "error", "challenge_status"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "match_started", "turn", "update", "match_ended", "ping", "error", "challenge_status", "redirect"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___ServerMessage: _TypeAlias = ServerMessage  # noqa: Y015
+
+@_typing.final
+class Redirect(_message.Message):
+    """Only to a bot whose Hello set follows_redirects, and only while it plays
+    no match and has no challenge waiting: reconnect to the same host on
+    `port` at once, with the same Hello, and play there. The server then ends
+    this stream. A multi-worker server (arena serve --workers N) sends it so
+    that the bot's next match is refereed by the process the bot is connected
+    to, rather than relayed between two processes on every move. If `port`
+    cannot be reached, reconnect to the address first used.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PORT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    port: _builtins.int
+    reason: _builtins.str
+    """Why, for the bot's log."""
+    def __init__(
+        self,
+        *,
+        port: _builtins.int = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["port", b"port", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Redirect: _TypeAlias = Redirect  # noqa: Y015
 
 @_typing.final
 class Hello(_message.Message):
@@ -223,6 +261,7 @@ class Hello(_message.Message):
     GAMES_FIELD_NUMBER: _builtins.int
     KEEP_ALIVE_FIELD_NUMBER: _builtins.int
     CLIENT_FIELD_NUMBER: _builtins.int
+    FOLLOWS_REDIRECTS_FIELD_NUMBER: _builtins.int
     protocol_version: _builtins.str
     """"arena.v1"."""
     name: _builtins.str
@@ -240,6 +279,10 @@ class Hello(_message.Message):
     """
     client: _builtins.str
     """Free text identifying the client library, e.g. "arena_client/0.1"."""
+    follows_redirects: _builtins.bool
+    """The bot reconnects where a Redirect says (see Redirect). Without it the
+    server never sends one.
+    """
     @_builtins.property
     def games(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The games this bot can play, by registry name ("rps", "tic_tac_toe",
@@ -255,10 +298,11 @@ class Hello(_message.Message):
         games: _abc.Iterable[_builtins.str] | None = ...,
         keep_alive: _builtins.bool = ...,
         client: _builtins.str = ...,
+        follows_redirects: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client", b"client", "games", b"games", "keep_alive", b"keep_alive", "name", b"name", "protocol_version", b"protocol_version", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client", b"client", "follows_redirects", b"follows_redirects", "games", b"games", "keep_alive", b"keep_alive", "name", b"name", "protocol_version", b"protocol_version", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

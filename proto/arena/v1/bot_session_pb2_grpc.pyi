@@ -20,6 +20,8 @@ A session, in order:
   server -> MatchEnded          returns, termination, the revealed seed
   ... more matches ...
   server -> Ping / bot -> Pong  at any time while idle
+  server -> Redirect            (only if the Hello asked) while idle:
+                                reconnect on another port, then this ends
 
 When the server stops on purpose (arena serve gets SIGTERM or Ctrl-C), it
 aborts every running match (each seat gets MatchEnded, termination ABORTED),

@@ -277,6 +277,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 session.guest = True
         session_token = secrets.token_urlsafe(24)
         key = hash_token(session_token)
+        session.follows_redirects = hello.follows_redirects
         if hub.peers is not None:  # several workers: the name must be free on all of them (the writer decides)
             claimed = await self._claim(session, name, tuple(hello.games), key, drawn=not hello.name.strip())
             if claimed is None:
@@ -313,7 +314,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         hub = self.hub
         for _attempt in range(GUEST_NAME_DRAWS):
             try:
-                taken = await hub.peers.claim(name, games, session.guest, key)
+                taken = await hub.peers.claim(name, games, session.guest, key, session.follows_redirects)
             except StoreError as exc:
                 await session.error(
                     bs.ERROR_CODE_UNSPECIFIED,

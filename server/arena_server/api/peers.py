@@ -96,11 +96,13 @@ class Peers:
         """Whether a remote bot is connected under ``name`` to any worker."""
         return name in self.directory
 
-    async def claim(self, name: str, games: tuple[str, ...], guest: bool, key: str) -> str | None:
+    async def claim(
+        self, name: str, games: tuple[str, ...], guest: bool, key: str, redirects: bool = False
+    ) -> str | None:
         """Claim ``name`` for a session of this worker; None, or the connected bot's name it collides with."""
         if self._claim is None or self.me is None:
             return None
-        return await self._claim(Connected(name, self.me, games, guest, key))
+        return await self._claim(Connected(name, self.me, games, guest, key, redirects))
 
     async def release(self, name: str, key: str) -> None:
         """Give up session ``key``'s claim on ``name`` (its stream ended); quietly when the writer is gone."""

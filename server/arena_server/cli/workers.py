@@ -196,15 +196,21 @@ async def serve_workers(
     socket_path = os.path.join(folder, "writer.sock")
     ready: set[int] = set()
     ready_event = asyncio.Event()
+    ports: dict[int, int] = {}
+    """Each worker's own port (where the ladder redirects a bot that plays its next match there)."""
 
-    def on_ready(index: int) -> None:
+    def on_ready(index: int, port: int = 0) -> None:
         ready.add(index)
+        if port:
+            ports[index] = port
         if len(ready) == workers:
             ready_event.set()
 
     loop = asyncio.get_running_loop()
     try:
-        writer = StoreWriter(db, socket_path, lambda index: loop.call_soon_threadsafe(on_ready, index)).start()
+        writer = StoreWriter(
+            db, socket_path, lambda index, port: loop.call_soon_threadsafe(on_ready, index, port)
+        ).start()
     except BaseException:
         holder.close()
         await store.close()
@@ -318,7 +324,7 @@ async def serve_workers(
             if ladder is None:
                 refitter = RatingRefitter(store, 2.0).start()
             else:  # (the coordinator refits, as a one-process server's ladder does)
-                coordinator = LadderCoordinator(hub, ladder, folder, workers)
+                coordinator = LadderCoordinator(hub, ladder, folder, workers, ports)
                 coordinator.start()
             stopped = asyncio.ensure_future(stop.wait())
             await asyncio.wait({watcher, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -417,7 +423,7 @@ async def _worker(config: WorkerConfig) -> None:
     from arena_bots import hosted_bots
     from arena_bots.registry import BotState
     from arena_server.api.peers import Peers, peer_address, serve_relay
-    from arena_server.api.server import build_server
+    from arena_server.api.server import bind_port, build_server
     from arena_server.ladder.coordinator import serve_units, units_path
     from arena_server.matches.hub import Hub
     from arena_server.seats.peer import relay_path
@@ -438,6 +444,8 @@ async def _worker(config: WorkerConfig) -> None:
         os.environ["ARENA_BOT_STATE_DIR"] = str(mine)
         hub.hosted = hosted_bots(BotState(mine))
     server, _ = await build_server(hub, config.host, config.port, reuse_port=True)
+    # This worker's own port, beside the shared one: a bot the ladder redirects here reconnects on it.
+    own_port = bind_port(server, config.host, 0)
     # The private socket the other processes follow this worker's matches through (spectators, the web).
     socket_dir = os.path.dirname(config.socket_path)
     if not server.add_insecure_port(peer_address(socket_dir, config.index)):
@@ -462,7 +470,7 @@ async def _worker(config: WorkerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     settle_heap()
     apply_helper_threads(config.helper_threads, f"arena: worker {config.index}")
-    await store.announce_ready(config.index)
+    await store.announce_ready(config.index, own_port)
     following = asyncio.ensure_future(follow_bot_changes(store, hub, config.index))
     lost = asyncio.ensure_future(store.lost.wait())
     await asyncio.wait({lost, asyncio.ensure_future(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)

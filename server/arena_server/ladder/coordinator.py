@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from arena_games import Game
@@ -41,6 +41,8 @@ from arena_server.ladder.scheduler import Ladder, LadderConfig, Outcome, _Pool, 
 from arena_server.matches.hub import Hub, log
 from arena_server.store.writer import framed, read_message
 
+REDIRECT_WAIT = 5.0
+"""Seconds the coordinator waits for a redirected bot to reconnect to the worker of its match."""
 UNITS_SOCKET = "ladder-{index}.sock"
 """The socket on which worker ``index`` plays the coordinator's units, in the store writer's directory."""
 
@@ -73,6 +75,11 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
     (after the store writer committed it), then ``("done", unit, busy)`` with the seating found busy
     (empty unless a remote bot played another match). A request this cannot read, or a unit that
     fails, is answered ``("failed", unit, reason)`` (``unit`` None when the request had none).
+
+    The other request is ``("redirect", unit, name, port)``. If the remote bot ``name`` is connected
+    here, asked in its Hello to follow redirects, and is idle, it leaves the directory, is told to
+    reconnect on ``port`` (the worker its next match is played on), and its session here ends. The
+    answer is ``("redirected", unit, None)``, or ``("done", unit, busy)`` as for a unit when it cannot be.
     """
     served = UnitServer()
 
@@ -96,12 +103,36 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
             except Exception as exc:  # the worker keeps serving; the coordinator logs it
                 tell(("failed", unit, repr(exc)))
 
+        async def redirect(unit: object, name: str, port: int) -> None:
+            session = hub.sessions.get(name)
+            if session is None or session.is_closed or not session.follows_redirects:
+                tell(("done", unit, []))  # (gone, or it never asked to be redirected: it is relayed)
+                return
+            if session.busy.locked() or session.queued:
+                tell(("done", unit, [name]))  # (in a challenge here: the ladder pairs someone else meanwhile)
+                return
+            async with session.busy:  # (nothing seats it here while it is told to go)
+                key = hub.session_keys.get(name, "")
+                if hub.sessions.get(name) is session:
+                    del hub.sessions[name]
+                    hub.session_keys.pop(name, None)
+                if hub.peers is not None:  # (its name leaves the directory first: the claim there is free)
+                    await hub.peers.release(name, key)
+                await session.redirect(port, "its next ladder match is refereed there")
+            tell(("redirected", unit, None))
+
         try:
             while True:
                 try:
                     request = await read_message(reader)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the coordinator closed (its server stops, or it is gone), or this worker stops
+                if isinstance(request, tuple) and len(request) == 4 and request[0] == "redirect":
+                    _op, unit, name, port = request
+                    task = asyncio.ensure_future(redirect(unit, name, port))
+                    playing.add(task)
+                    task.add_done_callback(playing.discard)
+                    continue
                 try:
                     op, unit, game, names, time_control = request
                     if op != "play" or not isinstance(game, Game):
@@ -192,9 +223,18 @@ class LadderCoordinator(Ladder):
         config: The whole ladder: ``concurrency`` and ``per_bot`` hold over all the workers.
         socket_dir: The store writer's directory, where each worker serves :func:`units_path`.
         workers: How many workers there are.
+        ports: Each worker's own port (as they announce it), where a remote bot that follows redirects is
+            sent to play a unit there instead of being relayed (empty or missing: never redirect).
     """
 
-    def __init__(self, hub: Hub, config: LadderConfig, socket_dir: str, workers: int) -> None:
+    def __init__(
+        self,
+        hub: Hub,
+        config: LadderConfig,
+        socket_dir: str,
+        workers: int,
+        ports: Mapping[int, int] | None = None,
+    ) -> None:
         if workers < 1:
             raise LadderConfigError("the coordinator needs at least one worker")
         if hub.peers is None:
@@ -209,14 +249,30 @@ class LadderCoordinator(Ladder):
         self._next = 0
         self._links = [_Link(units_path(socket_dir, i)) for i in range(workers)]
         self._units = itertools.count(1)
+        self.ports: Mapping[int, int] = {} if ports is None else ports
+        self.redirects = 0
+        """Remote bots moved to the worker of their match (for the operator and the tests)."""
+        self.redirect_waits: list[float] = []
+        """Seconds from each redirect to the bot's arrival on the worker of its match (the last 1,000)."""
 
     async def stop(self) -> None:
-        """Stop as :meth:`Ladder.stop` does, then close the connections to the workers."""
+        """Stop as :meth:`Ladder.stop` does, then close the connections to the workers; one line of totals."""
         try:
             await super().stop()
         finally:
             for link in self._links:
                 link.close()
+        waits = sorted(self.redirect_waits)
+        arrived = (
+            f", back in {waits[len(waits) // 2] * 1e3:.1f} ms (median; longest {waits[-1] * 1e3:.1f} ms)"
+            if waits
+            else ""
+        )
+        log(
+            f"arena: ladder: {sum(self.placed)} units played on the {self.workers} workers "
+            f"({', '.join(str(n) for n in self.placed)}); {self.redirects} remote bots moved to the worker "
+            f"of their match{arrived}"
+        )
 
     async def refresh(self) -> None:
         """Reload ratings and paused bots, and the submitted programs (accepted through any worker)."""
@@ -243,6 +299,43 @@ class LadderCoordinator(Ladder):
                 return index
         return 0  # (not reached)
 
+    async def _gather(self, index: int, names: Sequence[str]) -> None:
+        """Redirect to worker ``index`` the remote bots of ``names`` connected elsewhere that follow redirects.
+
+        Each is told by its own worker to reconnect on ``index``'s port; this waits (at most
+        :data:`REDIRECT_WAIT` seconds) until the directory shows it there. A bot that cannot be redirected
+        (busy, gone, or its Hello did not ask) or does not arrive in time is relayed, as before.
+        """
+        port = self.ports.get(index, 0)
+        assert self.hub.peers is not None
+        directory = self.hub.peers.directory
+        for name in names:
+            bot = directory.get(name)
+            if port == 0 or bot is None or not bot.redirects or bot.worker == index:
+                continue
+            if not 0 <= bot.worker < self.workers:
+                continue
+            link = self._links[bot.worker]
+            unit = next(self._units)
+            try:
+                replies = await link.send(unit, ("redirect", unit, name, port))
+                kind, _value = await replies.get()
+            except OSError:
+                continue
+            finally:
+                link.units.pop(unit, None)
+            if kind != "redirected":
+                continue
+            self.redirects += 1
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            while loop.time() < began + REDIRECT_WAIT and not self._stopping:
+                here = directory.get(name)
+                if here is not None and here.worker == index:
+                    self.redirect_waits = [*self.redirect_waits[-999:], loop.time() - began]
+                    break
+                await asyncio.sleep(0.002)
+
     async def _play_unit(self, pool: _Pool, names: list[str]) -> None:
         index = self.place(names)
         link = self._links[index]
@@ -250,6 +343,7 @@ class LadderCoordinator(Ladder):
         self.load[index] += 1
         self.placed[index] += 1
         try:
+            await self._gather(index, names)
             replies = await link.send(unit, ("play", unit, pool.game, names, self.config.time_control))
             while True:
                 kind, value = await replies.get()

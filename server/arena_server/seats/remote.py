@@ -166,6 +166,8 @@ class RemoteSession:
         self.stopped_by_server = False
         """True when a stopping server closed the session (:meth:`server_stopping`): its stream then ends with
         the shutdown's status instead of OK (``arena_server.api.bot_session``)."""
+        self.follows_redirects = False
+        """The bot's Hello set ``follows_redirects``: it reconnects where a :meth:`redirect` says."""
 
     @property
     def is_settled(self) -> bool:
@@ -452,6 +454,14 @@ class RemoteSession:
         """
         await self.error(bs.ERROR_CODE_NAME_TAKEN, reason, fatal=True)
         self.mark_closed(reason)
+
+    async def redirect(self, port: int, reason: str) -> None:
+        """Tell the bot to reconnect on ``port`` of the same host (it asked to follow redirects); close the session.
+
+        The Redirect is queued like any message and written before the stream ends.
+        """
+        await self.send(bs.ServerMessage(redirect=bs.Redirect(port=port, reason=reason)))
+        self.mark_closed(f"redirected to port {port}: {reason}")
 
     def server_stopping(self, reason: str) -> None:
         """The server is stopping: close the session, and have its stream end as a shutdown.

@@ -113,6 +113,8 @@ class Connected(NamedTuple):
     key: str
     """SHA-256 of its session's ``Welcome.session_token``: names this session (a release of an older session
     under the same name is ignored) and proves a ``CreateMatch`` that seats it (a guest's only proof)."""
+    redirects: bool = False
+    """Its Hello set ``follows_redirects``: the ladder may move it to the worker of its next match."""
 
 
 Presence = tuple[str, Any]
@@ -285,10 +287,13 @@ class WorkerStore(Store):
     async def set_verdict(self, verdict: Verdict) -> None:
         await self._call("verdict", verdict)
 
-    async def announce_ready(self, index: int) -> None:
-        """Tell the main process that worker ``index`` serves (it prints the address once all do)."""
+    async def announce_ready(self, index: int, port: int = 0) -> None:
+        """Tell the main process that worker ``index`` serves (it prints the address once all do).
+
+        ``port`` is the worker's own port, where a redirected bot reconnects (0: none).
+        """
         self.index = index
-        connected: list[Connected] = await self._call("ready", index)
+        connected: list[Connected] = await self._call("ready", index, port)
         # The directory as it stood when the writer read this; the notices after it come in order.
         self.directory.clear()
         self.directory.update((c.name, c) for c in connected)
@@ -340,8 +345,8 @@ class StoreWriter:
     loop, so a transaction of the loop that awaits the loop cannot deadlock
     with it.
 
-    ``on_ready(index)`` is called **on this thread** when worker ``index``
-    announces it serves (use ``loop.call_soon_threadsafe`` in it).
+    ``on_ready(index, port)`` is called **on this thread** when worker ``index``
+    announces it serves, with its own port (use ``loop.call_soon_threadsafe`` in it).
     """
 
     busy_timeout = 60.0
@@ -350,7 +355,7 @@ class StoreWriter:
     read_bytes = 1 << 16
     """The most one read takes from a worker's socket (the requests in it are carried out together)."""
 
-    def __init__(self, path: str, socket_path: str, on_ready: Callable[[int], object] | None = None) -> None:
+    def __init__(self, path: str, socket_path: str, on_ready: Callable[[int, int], object] | None = None) -> None:
         self.path = path
         self.socket_path = socket_path
         self._on_ready = on_ready
@@ -678,7 +683,7 @@ class StoreWriter:
         if op == "ready":
             try:
                 if self._on_ready is not None:
-                    self._on_ready(args[0])
+                    self._on_ready(*args)
             except Exception as exc:  # (the main loop is closing)
                 return False, f"the main process could not take the worker's readiness: {exc!r}"
             return True, list(self.connected.values())  # (the directory so far; notices follow in order)
