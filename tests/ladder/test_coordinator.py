@@ -142,13 +142,29 @@ async def test_a_unit_with_a_bot_the_worker_cannot_seat_ends_quietly(units: str)
 async def test_the_coordinator_places_a_remote_bots_unit_on_its_worker_and_the_rest_on_the_least_loaded(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
-    directory = {"far": Connected("far", 2, ("rps",), False, "k")}
+    directory = {
+        "far": Connected("far", 2, ("rps",), False, "k"),
+        "mover-0": Connected("mover-0", 0, ("rps",), False, "k", True),
+        "mover-1": Connected("mover-1", 1, ("rps",), False, "k", True),
+        "mover-1b": Connected("mover-1b", 1, ("rps",), False, "k", True),
+    }
     hub = main_hub(live_server, str(tmp_path), directory)
-    coordinator = LadderCoordinator(hub, LadderConfig([load_game("rps")]), str(tmp_path), 3)
+    ports = {0: 1000, 1: 1001, 2: 1002}
+    coordinator = LadderCoordinator(hub, LadderConfig([load_game("rps")]), str(tmp_path), 3, ports)
     assert coordinator.place(["rock", "far"]) == 2
+    assert coordinator.place(["mover-1", "far"]) == 2  # "far" does not follow redirects: it stays, the other moves
+    # Two that follow: the worker fewer remote bots are connected to (0: one; 1: two), whichever seat it is.
+    assert coordinator.place(["mover-1", "mover-0"]) == 0
+    assert coordinator.place(["mover-0", "mover-1"]) == 0
+    directory["mover-0b"] = Connected("mover-0b", 0, ("rps",), False, "k", True)
+    coordinator.load[:] = [1, 0, 0]
+    assert coordinator.place(["mover-0", "mover-1"]) == 1  # (as many on each: the less loaded)
+    coordinator.load[:] = [0, 0, 0]
     assert [coordinator.place(["rock", "rotate"]) for _ in range(3)] == [0, 1, 2]  # idle workers in turn
     coordinator.load[:] = [2, 0, 1]
     assert coordinator.place(["rock", "rotate"]) == 1
+    without_ports = LadderCoordinator(hub, LadderConfig([load_game("rps")]), str(tmp_path), 3)
+    assert without_ports.place(["mover-1", "mover-0"]) == 0  # (nobody can move: still the emptier worker)
     with pytest.raises(LadderConfigError):
         LadderCoordinator(hub, LadderConfig([load_game("rps")]), str(tmp_path), 0)
     with pytest.raises(LadderConfigError):

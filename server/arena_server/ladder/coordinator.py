@@ -31,6 +31,7 @@ coordinator cannot see: the worker refuses the unit at once and the bot is left 
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import os
 from collections.abc import Mapping, Sequence
@@ -284,13 +285,25 @@ class LadderCoordinator(Ladder):
         await super().refresh()
 
     def place(self, names: Sequence[str]) -> int:
-        """The worker to play a unit of ``names``: the first remote bot's, else the least loaded."""
+        """The worker to play a unit of ``names``.
+
+        With remote bots: a worker one of them is connected to. A bot that cannot be redirected (its Hello
+        did not ask, or no worker port is known) stays where it is, so its worker is taken; among the
+        candidates left, the one fewest remote bots are connected to (then the least loaded), so that moving
+        bots keeps the workers' shares even instead of gathering every bot on one. Without remote bots: the
+        worker with the fewest ladder units in flight, ties taken in turn.
+        """
         assert self.hub.peers is not None
         directory = self.hub.peers.directory
-        for name in names:
-            bot = directory.get(name)
-            if bot is not None and 0 <= bot.worker < self.workers:
-                return int(bot.worker)
+        remote = [bot for bot in (directory.get(name) for name in names) if bot is not None]
+        remote = [bot for bot in remote if 0 <= bot.worker < self.workers]
+        if remote:
+            staying = {bot.worker for bot in remote if not bot.redirects or not self.ports}
+            candidates = sorted(staying or {bot.worker for bot in remote})
+            if len(candidates) == 1:
+                return int(candidates[0])
+            population = collections.Counter(bot.worker for bot in directory.values())
+            return int(min(candidates, key=lambda w: (population[w], self.load[w])))
         fewest = min(self.load)
         for offset in range(self.workers):  # (ties taken in turn, so idle workers share the hosted units)
             index = (self._next + offset) % self.workers

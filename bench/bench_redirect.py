@@ -1,0 +1,193 @@
+"""Ladder matches between remote bots on different workers: moved by a Redirect, against relayed.
+
+A real ``arena serve --workers 2 --host 0.0.0.0`` runs its ladder, one match at a time, over ``BOTS``
+registered remote SDK bots in this process (answering at once, inline), each connecting from its own
+address (127.0.0.N), so the kernel spreads them over both workers; ``/proc/net/tcp`` says which worker
+each first reached. Two configurations alternate ``--repeats`` times, each on a fresh server and
+database:
+
+- ``relayed``: the bots do not follow redirects (``follow_redirects=False``); a match between bots that
+  reached different workers is refereed by one worker and the other bot's moves cross the relay;
+- ``redirected``: the bots follow redirects (the SDK's default); before such a match the ladder moves
+  the other bot to the refereeing worker, which costs it a reconnection, and the match is direct.
+
+From the stored start and end of each rated match over ``--seconds`` seconds (after ``WARMUP`` matches)
+it takes the time a round, and prints the median for the pairs that first reached different workers
+(``across``) and for those on one worker (``same``), per configuration; then the main process's last
+line (units, redirects, and how long a moved bot took to arrive) for each redirected run. The time a
+round includes the bots' SDK work in this process, as ``bench_relay.py``'s does.
+
+Run: ``.venv/bin/python bench/bench_redirect.py [--seconds S] [--repeats N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (the tests' helper that finds a worker)
+
+from bench_workers import free_port
+
+from arena.v1 import bots_pb2 as bp
+from arena.v1 import bots_pb2_grpc as bp_grpc
+from arena_client import Bot, Turn
+from arena_client.remote import Client
+from tests.server.test_workers import worker_holding
+
+BOTS = 8
+ROUNDS = 1000
+WARMUP = 4
+SECONDS = 8.0
+REPEATS = 3
+FINISHED = "SELECT COUNT(*) FROM matches WHERE rated = 1 AND status = 'finished'"
+SPANS = (
+    "SELECT m.started_at, m.ended_at, a.bot_name, b.bot_name FROM matches m "
+    "JOIN match_seats a ON a.match_id = m.id AND a.seat = 0 JOIN match_seats b ON b.match_id = m.id AND b.seat = 1 "
+    "WHERE m.rated = 1 AND m.status = 'finished' AND m.id > ?"
+)
+
+
+class Quick(Bot):
+    games = ("rps",)
+
+    def act(self, turn: Turn) -> int:
+        return turn.turn_id % 3
+
+
+def query(db: str, sql: str, *args: object) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def finished(db: str) -> int:
+    try:
+        return int(query(db, FINISHED)[0][0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def measure(follow: bool, folder: str, repeat: int, seconds: float) -> tuple[list[float], list[float], str]:
+    """Microseconds a round of each match across workers and on one worker, and the server's ladder line."""
+    db = str(Path(folder) / f"redirect-{follow}-{repeat}.db")
+    port = free_port()
+    names = [f"b-{i}" for i in range(BOTS)]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "arena_server.cli",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+            "--db",
+            db,
+            "--no-http",
+            "--workers",
+            "2",
+            "--ladder-game",
+            f"rps:rounds={ROUNDS}",
+            "--ladder-bots",
+            ",".join(names),
+            "--concurrency",
+            "1",
+            "--ladder-interval",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for _ in range(10):
+        if "serving on" in proc.stdout.readline():
+            break
+    else:
+        proc.kill()
+        raise SystemExit("arena serve --workers 2 did not start")
+
+    async def play() -> tuple[dict[str, int], int]:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = bp_grpc.BotServiceStub(channel)
+            tokens = {n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names}
+        clients = [
+            Client(Quick(), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n], threaded=False, follow_redirects=follow)
+            for i, n in enumerate(names)
+        ]
+        tasks = [asyncio.ensure_future(c.play()) for c in clients]
+        try:
+            while not all(c.session_token for c in clients):
+                await asyncio.sleep(0.01)
+            where = {n: worker_holding(proc, f"127.0.0.{i + 2}", port) for i, n in enumerate(names)}
+            while finished(db) < WARMUP:
+                await asyncio.sleep(0.05)
+            first = int(query(db, "SELECT COALESCE(MAX(id), 0) FROM matches")[0][0])
+            await asyncio.sleep(seconds)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return where, first
+
+    try:
+        where, first = asyncio.run(play())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    across, same = [], []
+    for started, ended, a, b in query(db, SPANS, first):
+        took = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
+        (across if where[a] != where[b] else same).append(took / ROUNDS * 1e6)
+    line = next((x for x in err.splitlines() if "remote bots moved" in x), "")
+    return across, same, line.removeprefix("arena: ladder: ")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=SECONDS, help=f"seconds counted a run (default {SECONDS:g})")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help=f"runs of each configuration (default {REPEATS})")
+    args = parser.parse_args()
+    if args.seconds <= 0 or args.repeats < 1:
+        parser.error("--seconds must be positive and --repeats at least 1")
+    relayed, redirected = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        for repeat in range(args.repeats):
+            relayed.append(measure(False, folder, repeat, args.seconds))
+            redirected.append(measure(True, folder, repeat, args.seconds))
+    print(
+        f"ladder of {BOTS} remote SDK bots (inline) on arena serve --workers 2, {ROUNDS}-round RPS, one match at a "
+        f"time, {args.seconds:g} s counted after {WARMUP} matches, {args.repeats} runs each"
+    )
+    print("median time a round (both bots' moves), over the matches of all runs: pairs that first reached")
+    for label, runs in (("relayed   ", relayed), ("redirected", redirected)):
+        across = [x for run in runs for x in run[0]]
+        same = [x for run in runs for x in run[1]]
+        print(
+            f"  {label}  different workers {statistics.median(across):7.1f} us ({len(across)} matches)   "
+            f"one worker {statistics.median(same):7.1f} us ({len(same)} matches)"
+        )
+    for _across, _same, line in redirected:
+        print(f"    redirected run: {line}")
+    relayed_across = statistics.median(x for run in relayed for x in run[0])
+    redirected_across = statistics.median(x for run in redirected for x in run[0])
+    print(f"  different workers, redirected / relayed: {redirected_across / relayed_across:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
