@@ -1,23 +1,31 @@
 """The rated ladder on ``arena serve --workers 2``: a real server, the real SQLite file, real signals.
 
-Each worker runs a ladder over the bots it can reach (every hosted bot, and the
-remote bots connected to it) with its share of ``--concurrency``; the worker's
-rated results go through the one store writer, which computes their rating
-effects inside the transaction, and the main process refits. The test lets
-both workers play rated matches, stops the server, and checks that every
-finished match is rated exactly once and that ``arena ratings recompute
---check`` finds the stored ratings equal to a recomputation from the records.
+The main process runs the one ladder (the coordinator) and the workers play its
+units; the workers' rated results go through the one store writer, which
+computes their rating effects inside the transaction, and the main process
+refits. The tests let both workers play rated matches, stop the server, and
+check that every finished match is rated exactly once and that ``arena ratings
+recompute --check`` finds the stored ratings equal to a recomputation from the
+records; and what the one ladder promises over both workers (per-bot limits,
+concurrency, pauses, redirects).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import signal
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from arena_client import Termination
+import grpc
+
+from arena.v1 import bots_pb2 as bp
+from arena.v1 import bots_pb2_grpc as bp_grpc
+from arena_client import Bot, Termination, Turn
+from arena_client.remote import Client
 from tests.ladder.test_crash import (
     FINISHED_RATED,
     RUNNING,
@@ -28,7 +36,7 @@ from tests.ladder.test_crash import (
     serve,
     wait_for,
 )
-from tests.server.test_workers import child_cpu
+from tests.server.test_workers import child_cpu, port_of, worker_holding
 
 LADDER = (
     "--workers",
@@ -44,6 +52,60 @@ LADDER = (
     "--ladder-interval",
     "0",
 )
+
+
+class Cycle(Bot):
+    games = ("rps",)
+
+    def act(self, turn: Turn) -> int:
+        return turn.turn_id % 3
+
+
+class Liar(Bot):
+    games = ("rps",)
+
+    def act(self, turn: Turn) -> int:
+        return 7  # (RPS has actions 0-2)
+
+
+def address(i: int, port: int) -> str:
+    """The ``i``-th bot's own address: the kernel spreads the connections of many addresses over the workers."""
+    return f"127.0.0.{i + 2}:{port}"
+
+
+async def registered_clients(
+    port: int,
+    names: list[str],
+    bot: Callable[[str], Bot] = lambda _name: Cycle(),
+    follow: bool = True,
+    first: int = 0,
+) -> list[Client]:
+    """Register ``names`` for RPS and make each an SDK client from :func:`address` ``first + i`` (not connected)."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = bp_grpc.BotServiceStub(channel)
+        tokens = {n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names}
+    return [
+        Client(bot(n), address(i, port), name=n, token=tokens[n], follow_redirects=follow) for i, n in enumerate(names)
+    ]
+
+
+class Playing:
+    """``async with Playing(clients)``: every client plays (waits to be seated) until the block ends."""
+
+    def __init__(self, clients: list[Client]) -> None:
+        self.clients = clients
+        self.tasks: list[asyncio.Task[object]] = []
+
+    async def __aenter__(self) -> Playing:
+        self.tasks = [asyncio.ensure_future(c.play()) for c in self.clients]
+        while not all(c.session_token for c in self.clients):
+            await asyncio.sleep(0.05)
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
 def test_both_workers_play_rated_matches_and_the_ratings_recompute_clean(tmp_path: Path) -> None:
@@ -78,52 +140,19 @@ def test_the_ladder_pairs_remote_bots_connected_to_different_workers(tmp_path: P
     """The ladder also pairs remote bots connected to different workers; one that does not follow redirects
     plays through its worker's relay: rated matches between bots on different workers are played, rated
     once, and recompute clean."""
-    import asyncio
-
-    import grpc
-
-    from arena.v1 import bots_pb2 as bp
-    from arena.v1 import bots_pb2_grpc as bp_grpc
-    from arena_client import Bot, Turn
-    from arena_client.remote import Client
-    from tests.server.test_workers import port_of, worker_holding
-
     names = [f"r-{i}" for i in range(REMOTE)]
     db = tmp_path / "arena.db"
     options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", "rps:rounds=20", "--concurrency", "4")
     proc = serve(db, *options, "--ladder-bots", ",".join(names), "--ladder-interval", "0")
-
-    class Cycle(Bot):
-        games = ("rps",)
-
-        def act(self, turn: Turn) -> int:
-            return turn.turn_id % 3
-
     try:
         port = port_of(proc)
 
         async def scenario() -> dict[str, int]:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = bp_grpc.BotServiceStub(channel)
-                tokens = {
-                    n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names
-                }
             # (not following redirects: these bots stay where they connected, and matches across workers are relayed)
-            clients = [
-                Client(Cycle(), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n], follow_redirects=False)
-                for i, n in enumerate(names)
-            ]
-            playing = [asyncio.ensure_future(c.play()) for c in clients]
-            try:
-                while not all(c.session_token for c in clients):
-                    await asyncio.sleep(0.05)
-                where = {n: worker_holding(proc, f"127.0.0.{i + 2}", port) for i, n in enumerate(names)}
+            async with Playing(await registered_clients(port, names, follow=False)):
+                where = {n: worker_holding(proc, address(i, port).split(":")[0], port) for i, n in enumerate(names)}
                 await asyncio.to_thread(wait_for, db, FINISHED_RATED, 40, 90)
                 return where
-            finally:
-                for task in playing:
-                    task.cancel()
-                await asyncio.gather(*playing, return_exceptions=True)
 
         where = asyncio.run(scenario())
         proc.send_signal(signal.SIGTERM)
@@ -223,32 +252,10 @@ def test_a_remote_bot_failing_on_a_two_worker_server_is_paused_after_exactly_pau
     """``--pause-after 2`` on ``--workers 2``: a registered remote bot that answers every turn with an illegal
     action plays exactly two rated matches, both lost for its illegal action, and is paused with that reason;
     the ladder goes on with the others. Its bots connect from several addresses, so they sit on both workers."""
-    import asyncio
-
-    import grpc
-
-    from arena.v1 import bots_pb2 as bp
-    from arena.v1 import bots_pb2_grpc as bp_grpc
-    from arena_client import Bot, Turn
-    from arena_client.remote import Client
-    from tests.server.test_workers import port_of
-
     names = ["liar", "r-0", "r-1", "r-2", "r-3"]
     db = tmp_path / "arena.db"
     options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", "rps:rounds=30", "--concurrency", "2")
     proc = serve(db, *options, "--ladder-bots", ",".join(names), "--ladder-interval", "0", "--pause-after", "2")
-
-    class Cycle(Bot):
-        games = ("rps",)
-
-        def act(self, turn: Turn) -> int:
-            return turn.turn_id % 3
-
-    class Liar(Bot):
-        games = ("rps",)
-
-        def act(self, turn: Turn) -> int:
-            return 7  # (RPS has actions 0-2)
 
     liar_matches = (
         "SELECT COUNT(*) FROM matches m JOIN match_seats s ON s.match_id = m.id "
@@ -258,24 +265,11 @@ def test_a_remote_bot_failing_on_a_two_worker_server_is_paused_after_exactly_pau
         port = port_of(proc)
 
         async def scenario() -> None:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = bp_grpc.BotServiceStub(channel)
-                tokens = {
-                    n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names
-                }
-            clients = [
-                Client(Liar() if n == "liar" else Cycle(), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n])
-                for i, n in enumerate(names)
-            ]
-            playing = [asyncio.ensure_future(c.play()) for c in clients]
-            try:
+            clients = await registered_clients(port, names, lambda n: Liar() if n == "liar" else Cycle())
+            async with Playing(clients):
                 await asyncio.to_thread(wait_for, db, "SELECT COUNT(*) FROM bot_status WHERE bot_name = 'liar'", 1, 60)
                 paused_at = query(db, FINISHED_RATED)
                 await asyncio.to_thread(wait_for, db, FINISHED_RATED, paused_at + 15, 60)  # the others play on
-            finally:
-                for task in playing:
-                    task.cancel()
-                await asyncio.gather(*playing, return_exceptions=True)
 
         asyncio.run(scenario())
         proc.send_signal(signal.SIGTERM)
@@ -302,16 +296,7 @@ def test_the_ladder_moves_a_remote_bot_that_follows_redirects_to_the_worker_of_i
     """Remote bots on different workers: one that follows redirects (the SDK's default) is told to reconnect
     on the port of the worker that referees its next match, and does, so the match is not relayed; one whose
     Hello did not ask is never redirected (it is relayed, as before). Every match is rated once."""
-    import asyncio
     import re
-
-    import grpc
-
-    from arena.v1 import bots_pb2 as bp
-    from arena.v1 import bots_pb2_grpc as bp_grpc
-    from arena_client import Bot, Turn
-    from arena_client.remote import Client
-    from tests.server.test_workers import port_of
 
     followers = [f"f-{i}" for i in range(8)]
     others = [f"n-{i}" for i in range(4)]
@@ -320,34 +305,14 @@ def test_the_ladder_moves_a_remote_bot_that_follows_redirects_to_the_worker_of_i
     options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", "rps:rounds=30", "--concurrency", "4")
     proc = serve(db, *options, "--ladder-bots", ",".join(names), "--ladder-interval", "0")
 
-    class Cycle(Bot):
-        games = ("rps",)
-
-        def act(self, turn: Turn) -> int:
-            return turn.turn_id % 3
-
     try:
         port = port_of(proc)
 
         async def scenario() -> list[Client]:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = bp_grpc.BotServiceStub(channel)
-                tokens = {
-                    n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names
-                }
-            clients = [
-                Client(Cycle(), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n], follow_redirects=n in followers)
-                for i, n in enumerate(names)
-            ]
-            playing = [asyncio.ensure_future(c.play()) for c in clients]
-            try:
-                while not all(c.session_token for c in clients):
-                    await asyncio.sleep(0.05)
+            clients = await registered_clients(port, followers, follow=True)
+            clients += await registered_clients(port, others, follow=False, first=len(followers))
+            async with Playing(clients):
                 await asyncio.to_thread(wait_for, db, FINISHED_RATED, 60, 90)
-            finally:
-                for task in playing:
-                    task.cancel()
-                await asyncio.gather(*playing, return_exceptions=True)
             return clients
 
         clients = asyncio.run(scenario())
