@@ -242,7 +242,7 @@ class Ladder:
         """The pairs of a two-seat pick's ``m`` candidates and its arrays (:class:`PairScratch`), by ``m``: the
         last :data:`SCRATCH_KEPT` sizes (while matches play, the free bots' count changes from pick to pick)."""
         self._pairs: dict[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
-        """``np.triu_indices(m, 1)`` by ``m``, for :meth:`_balanced`."""
+        """``np.triu_indices(m, 1)`` by ``m``, for :meth:`_balanced` (the last :data:`SCRATCH_KEPT` sizes)."""
         self._resting: dict[str, float] = {}
         """Remote bots of other workers found busy there -> ``time.monotonic()`` until which they are left alone."""
 
@@ -405,6 +405,8 @@ class Ladder:
             return True  # nobody to wait for (or a pool so big that free bots always have fresh pairs)
         pairs = self._pairs.get(len(everyone))
         if pairs is None:  # (the pairs of m candidates, kept: this runs at every pick while a match plays)
+            if len(self._pairs) >= SCRATCH_KEPT:
+                del self._pairs[next(iter(self._pairs))]  # (the size made longest ago)
             pairs = self._pairs[len(everyone)] = np.triu_indices(len(everyone), 1)
         rows, cols = pairs
         games = _games_upper(pool, everyone, np.empty(len(rows)))
