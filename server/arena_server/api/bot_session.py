@@ -141,9 +141,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
         except BaseException as exc:  # (raised again below, once the session is closed)
             failure = exc
         session.mark_closed(session.close_reason or "the stream ended")
-        if hub.sessions.get(session.name) is session:
-            del hub.sessions[session.name]
-            hub.session_keys.pop(session.name, None)
+        hub.drop_session(session)
         claim = self._claims.pop(session, None)
         if claim is not None:  # (the other workers stop offering this bot)
             hub.spawn(hub.peers.release(*claim))

@@ -34,7 +34,7 @@ import asyncio
 import collections
 import itertools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from arena_games import Game
@@ -92,6 +92,12 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
             if not writer.is_closing():  # (the main process is gone: the match still counts)
                 send_nowait(writer, message)
 
+        def start(step: Coroutine[Any, Any, None]) -> None:
+            """Run a request's work as it comes; the connection's end waits for what is still running."""
+            task = asyncio.ensure_future(step)
+            playing.add(task)
+            task.add_done_callback(playing.discard)
+
         async def play(unit: object, game: Game, names: list[str], time_control: Any) -> None:
             async def ended(outcome: Outcome) -> None:
                 tell(("ended", unit, outcome))
@@ -113,10 +119,7 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
                 tell(("done", unit, [name]))  # (in a challenge here: the ladder pairs someone else meanwhile)
                 return
             async with session.busy:  # (nothing seats it here while it is told to go)
-                key = hub.session_keys.get(name, "")
-                if hub.sessions.get(name) is session:
-                    del hub.sessions[name]
-                    hub.session_keys.pop(name, None)
+                key = hub.drop_session(session)
                 if hub.peers is not None:  # (its name leaves the directory first: the claim there is free)
                     await hub.peers.release(name, key)
                 await session.redirect(port, "its next ladder match is refereed there")
@@ -130,9 +133,7 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
                     return  # the coordinator closed (its server stops, or it is gone), or this worker stops
                 if isinstance(request, tuple) and len(request) == 4 and request[0] == "redirect":
                     _op, unit, name, port = request
-                    task = asyncio.ensure_future(redirect(unit, name, port))
-                    playing.add(task)
-                    task.add_done_callback(playing.discard)
+                    start(redirect(unit, name, port))
                     continue
                 try:
                     op, unit, game, names, time_control = request
@@ -142,9 +143,7 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
                     unit = request[1] if isinstance(request, tuple) and len(request) > 1 else None
                     tell(("failed", unit, f"not a ladder unit: {request!r} ({exc})"))
                     continue
-                task = asyncio.ensure_future(play(unit, game, list(names), time_control))
-                playing.add(task)
-                task.add_done_callback(playing.discard)
+                start(play(unit, game, list(names), time_control))
         finally:
             if playing:  # (the units in flight finish: their matches are rated all the same)
                 await asyncio.gather(*playing, return_exceptions=True)

@@ -178,6 +178,14 @@ class Hub:
                     return kind, other
         return None
 
+    def drop_session(self, session: Any) -> str:
+        """Take ``session`` out of :attr:`sessions` (if it still holds its name there); the key it held, or ""."""
+        name: str = session.name
+        if self.sessions.get(name) is not session:
+            return ""
+        del self.sessions[name]
+        return self.session_keys.pop(name, "")
+
     def evict_guests_named(self, name: str, reason: str) -> int:
         """Drop every guest session whose name normalises like ``name`` (it has just been registered).
 
@@ -187,8 +195,7 @@ class Hub:
         key = name_key(name)
         evicted = [s for n, s in self.sessions.items() if s.guest and name_key(n) == key]
         for session in evicted:
-            del self.sessions[session.name]
-            self.session_keys.pop(session.name, None)
+            self.drop_session(session)
             self.spawn(session.evict(reason))
         return len(evicted)
 
