@@ -26,12 +26,11 @@ import signal
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
 from bench_remote import cpu_seconds
-from bench_workers import free_port, report, tree_cpu
+from bench_workers import report, start_server, tree_cpu
 
 from arena_client._native import status as native_status
 
@@ -60,35 +59,8 @@ def rated(db: str) -> int:
 def measure(workers: int, folder: str, repeat: int, seconds: float) -> tuple[float, float, float]:
     """(rated matches a second, server CPU seconds a match, the main process's share of it) of one run."""
     db = os.path.join(folder, f"ladder-{workers}-{repeat}.db")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "arena_server.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(free_port()),
-            "--db",
-            db,
-            "--no-http",
-            "--workers",
-            str(workers),
-            "--ladder-game",
-            f"rps:rounds={ROUNDS}",
-            "--ladder-bots",
-            BOTS,
-            "--concurrency",
-            "4",
-            "--per-bot",
-            "1",
-            "--ladder-interval",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    options = ("--ladder-game", f"rps:rounds={ROUNDS}", "--ladder-bots", BOTS, "--concurrency", "4", "--per-bot", "1")
+    proc, _port = start_server(workers, db, options=(*options, "--ladder-interval", "0"))
     try:
         deadline = time.monotonic() + 120
         while rated(db) < WARMUP:
@@ -109,13 +81,19 @@ def measure(workers: int, folder: str, repeat: int, seconds: float) -> tuple[flo
     return played / (t1 - t0), (cpu1 - cpu0) / played, (main1 - main0) / played
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=SECONDS, help=f"seconds counted a run (default {SECONDS:g})")
-    parser.add_argument("--repeats", type=int, default=REPEATS, help=f"runs of each configuration (default {REPEATS})")
+def timed_runs(description: str, seconds: float = SECONDS, repeats: int = REPEATS) -> argparse.Namespace:
+    """``--seconds`` counted a run and ``--repeats`` runs of each configuration, from the command line, checked."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seconds", type=float, default=seconds, help=f"seconds counted a run (default {seconds:g})")
+    parser.add_argument("--repeats", type=int, default=repeats, help=f"runs of each configuration (default {repeats})")
     args = parser.parse_args()
     if args.seconds <= 0 or args.repeats < 1:
         parser.error("--seconds must be positive and --repeats at least 1")
+    return args
+
+
+def main() -> None:
+    args = timed_runs(__doc__.splitlines()[0])
     ones, twos = [], []
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(args.repeats):

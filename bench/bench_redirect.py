@@ -22,7 +22,6 @@ Run: ``.venv/bin/python bench/bench_redirect.py [--seconds S] [--repeats N]``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sqlite3
@@ -38,7 +37,8 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (the tests' helper that finds a worker)
 
-from bench_workers import free_port
+from bench_ladder_workers import timed_runs
+from bench_workers import start_server
 
 from arena.v1 import bots_pb2 as bp
 from arena.v1 import bots_pb2_grpc as bp_grpc
@@ -84,43 +84,9 @@ def finished(db: str) -> int:
 def measure(follow: bool, folder: str, repeat: int, seconds: float) -> tuple[list[float], list[float], str]:
     """Microseconds a round of each match across workers and on one worker, and the server's ladder line."""
     db = str(Path(folder) / f"redirect-{follow}-{repeat}.db")
-    port = free_port()
     names = [f"b-{i}" for i in range(BOTS)]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "arena_server.cli",
-            "serve",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(port),
-            "--db",
-            db,
-            "--no-http",
-            "--workers",
-            "2",
-            "--ladder-game",
-            f"rps:rounds={ROUNDS}",
-            "--ladder-bots",
-            ",".join(names),
-            "--concurrency",
-            "1",
-            "--ladder-interval",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for _ in range(10):
-        if "serving on" in proc.stdout.readline():
-            break
-    else:
-        proc.kill()
-        raise SystemExit("arena serve --workers 2 did not start")
+    options = ("--ladder-game", f"rps:rounds={ROUNDS}", "--ladder-bots", ",".join(names), "--concurrency", "1")
+    proc, port = start_server(2, db, "0.0.0.0", (*options, "--ladder-interval", "0"), stderr=subprocess.PIPE)
 
     async def play() -> tuple[dict[str, int], int]:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -159,12 +125,7 @@ def measure(follow: bool, folder: str, repeat: int, seconds: float) -> tuple[lis
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=SECONDS, help=f"seconds counted a run (default {SECONDS:g})")
-    parser.add_argument("--repeats", type=int, default=REPEATS, help=f"runs of each configuration (default {REPEATS})")
-    args = parser.parse_args()
-    if args.seconds <= 0 or args.repeats < 1:
-        parser.error("--seconds must be positive and --repeats at least 1")
+    args = timed_runs(__doc__.splitlines()[0], SECONDS, REPEATS)
     relayed, redirected = [], []
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(args.repeats):

@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 
 import grpc
 from bench_remote import cpu_seconds
@@ -67,8 +68,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(workers: int, db: str, host: str = "127.0.0.1") -> tuple[subprocess.Popen[str], int]:
-    """``arena serve --workers N --no-ladder --no-http`` on a free port (``host`` 0.0.0.0: every 127.0.0.N)."""
+def start_server(
+    workers: int,
+    db: str,
+    host: str = "127.0.0.1",
+    options: Sequence[str] = ("--no-ladder",),
+    stderr: int = subprocess.DEVNULL,
+) -> tuple[subprocess.Popen[str], int]:
+    """``arena serve --workers N --no-http`` and ``options`` (``--no-ladder`` unless others are given) on a free
+    port (``host`` 0.0.0.0: every 127.0.0.N), once it serves; the process and its port. ``stderr``:
+    ``subprocess.PIPE`` to read what the server says at its end."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -82,13 +91,13 @@ def start_server(workers: int, db: str, host: str = "127.0.0.1") -> tuple[subpro
             str(port),
             "--db",
             db,
-            "--no-ladder",
+            *options,
             "--no-http",
             "--workers",
             str(workers),
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         text=True,
     )
     assert proc.stdout is not None
