@@ -136,18 +136,25 @@ def main() -> None:
         f"time, {args.seconds:g} s counted after {WARMUP} matches, {args.repeats} runs each"
     )
     print("median time a round (both bots' moves), over the matches of all runs: pairs that first reached")
-    for label, runs in (("relayed   ", relayed), ("redirected", redirected)):
+    medians = {}
+    for label, runs in (("relayed", relayed), ("redirected", redirected)):
         across = [x for run in runs for x in run[0]]
         same = [x for run in runs for x in run[1]]
-        print(
-            f"  {label}  different workers {statistics.median(across):7.1f} us ({len(across)} matches)   "
-            f"one worker {statistics.median(same):7.1f} us ({len(same)} matches)"
-        )
+        medians[label] = statistics.median(across) if across else None
+        print(f"  {label:10s}  different workers {spread(across)}   one worker {spread(same)}")
     for _across, _same, line in redirected:
         print(f"    redirected run: {line}")
-    relayed_across = statistics.median(x for run in relayed for x in run[0])
-    redirected_across = statistics.median(x for run in redirected for x in run[0])
-    print(f"  different workers, redirected / relayed: {redirected_across / relayed_across:.2f}x")
+    if medians["relayed"] is None or medians["redirected"] is None:
+        print("  different workers: no match in one configuration; count longer (--seconds) or more runs (--repeats)")
+    else:
+        print(f"  different workers, redirected / relayed: {medians['redirected'] / medians['relayed']:.2f}x")
+
+
+def spread(times: list[float]) -> str:
+    """The median time a round of some matches and how many, or that there were none."""
+    if not times:
+        return "   none (0 matches)"
+    return f"{statistics.median(times):7.1f} us ({len(times)} matches)"
 
 
 if __name__ == "__main__":
