@@ -16,9 +16,11 @@ import asyncio
 import itertools
 import signal
 import sqlite3
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
@@ -37,6 +39,8 @@ from tests.ladder.test_crash import (
     wait_for,
 )
 from tests.server.test_workers import child_cpu, port_of, worker_holding
+
+T = TypeVar("T")
 
 LADDER = (
     "--workers",
@@ -108,6 +112,29 @@ class Playing:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
+def ladder_of_remote_bots(
+    db: Path,
+    names: list[str],
+    rounds: int,
+    concurrency: int,
+    scenario: Callable[[subprocess.Popen[str], int], Awaitable[T]],
+    *extra: str,
+) -> tuple[T, str]:
+    """``arena serve --workers 2`` on every address, its ladder over the remote bots ``names`` (RPS); run
+    ``scenario(server, port)``, then stop the server with SIGTERM. The scenario's result and what the server
+    wrote on stderr, checked: it stopped, with no traceback."""
+    options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", f"rps:rounds={rounds}")
+    proc = serve(db, *options, "--concurrency", str(concurrency), "--ladder-bots", ",".join(names), *extra)
+    try:
+        result = asyncio.run(scenario(proc, port_of(proc)))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        err = close(proc)
+    assert "stopped" in err and "Traceback" not in err, err
+    return result, err
+
+
 def test_both_workers_play_rated_matches_and_the_ratings_recompute_clean(tmp_path: Path) -> None:
     db = tmp_path / "arena.db"
     proc = serve(db, *LADDER)
@@ -142,24 +169,15 @@ def test_the_ladder_pairs_remote_bots_connected_to_different_workers(tmp_path: P
     once, and recompute clean."""
     names = [f"r-{i}" for i in range(REMOTE)]
     db = tmp_path / "arena.db"
-    options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", "rps:rounds=20", "--concurrency", "4")
-    proc = serve(db, *options, "--ladder-bots", ",".join(names), "--ladder-interval", "0")
-    try:
-        port = port_of(proc)
 
-        async def scenario() -> dict[str, int]:
-            # (not following redirects: these bots stay where they connected, and matches across workers are relayed)
-            async with Playing(await registered_clients(port, names, follow=False)):
-                where = {n: worker_holding(proc, address(i, port).split(":")[0], port) for i, n in enumerate(names)}
-                await asyncio.to_thread(wait_for, db, FINISHED_RATED, 40, 90)
-                return where
+    async def scenario(proc: subprocess.Popen[str], port: int) -> dict[str, int]:
+        # (not following redirects: these bots stay where they connected, and matches across workers are relayed)
+        async with Playing(await registered_clients(port, names, follow=False)):
+            where = {n: worker_holding(proc, address(i, port).split(":")[0], port) for i, n in enumerate(names)}
+            await asyncio.to_thread(wait_for, db, FINISHED_RATED, 40, 90)
+            return where
 
-        where = asyncio.run(scenario())
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
-    finally:
-        err = close(proc)
-    assert "stopped" in err and "Traceback" not in err, err
+    where, _err = ladder_of_remote_bots(db, names, 20, 4, scenario, "--ladder-interval", "0")
     assert len(set(where.values())) == 2, where  # (both workers hold some of the bots)
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     pairs = conn.execute(
@@ -254,29 +272,19 @@ def test_a_remote_bot_failing_on_a_two_worker_server_is_paused_after_exactly_pau
     the ladder goes on with the others. Its bots connect from several addresses, so they sit on both workers."""
     names = ["liar", "r-0", "r-1", "r-2", "r-3"]
     db = tmp_path / "arena.db"
-    options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", "rps:rounds=30", "--concurrency", "2")
-    proc = serve(db, *options, "--ladder-bots", ",".join(names), "--ladder-interval", "0", "--pause-after", "2")
-
     liar_matches = (
         "SELECT COUNT(*) FROM matches m JOIN match_seats s ON s.match_id = m.id "
         "WHERE s.bot_name = 'liar' AND m.rated = 1 AND m.status = 'finished'"
     )
-    try:
-        port = port_of(proc)
 
-        async def scenario() -> None:
-            clients = await registered_clients(port, names, lambda n: Liar() if n == "liar" else Cycle())
-            async with Playing(clients):
-                await asyncio.to_thread(wait_for, db, "SELECT COUNT(*) FROM bot_status WHERE bot_name = 'liar'", 1, 60)
-                paused_at = query(db, FINISHED_RATED)
-                await asyncio.to_thread(wait_for, db, FINISHED_RATED, paused_at + 15, 60)  # the others play on
+    async def scenario(_proc: subprocess.Popen[str], port: int) -> None:
+        clients = await registered_clients(port, names, lambda n: Liar() if n == "liar" else Cycle())
+        async with Playing(clients):
+            await asyncio.to_thread(wait_for, db, "SELECT COUNT(*) FROM bot_status WHERE bot_name = 'liar'", 1, 60)
+            paused_at = query(db, FINISHED_RATED)
+            await asyncio.to_thread(wait_for, db, FINISHED_RATED, paused_at + 15, 60)  # the others play on
 
-        asyncio.run(scenario())
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
-    finally:
-        err = close(proc)
-    assert "stopped" in err and "Traceback" not in err, err
+    ladder_of_remote_bots(db, names, 30, 2, scenario, "--ladder-interval", "0", "--pause-after", "2")
     assert query(db, liar_matches) == 2
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     endings = conn.execute(
@@ -300,27 +308,16 @@ def test_the_ladder_moves_a_remote_bot_that_follows_redirects_to_the_worker_of_i
 
     followers = [f"f-{i}" for i in range(8)]
     others = [f"n-{i}" for i in range(4)]
-    names = followers + others
     db = tmp_path / "arena.db"
-    options = ("--workers", "2", "--host", "0.0.0.0", "--ladder-game", "rps:rounds=30", "--concurrency", "4")
-    proc = serve(db, *options, "--ladder-bots", ",".join(names), "--ladder-interval", "0")
 
-    try:
-        port = port_of(proc)
+    async def scenario(_proc: subprocess.Popen[str], port: int) -> list[Client]:
+        clients = await registered_clients(port, followers, follow=True)
+        clients += await registered_clients(port, others, follow=False, first=len(followers))
+        async with Playing(clients):
+            await asyncio.to_thread(wait_for, db, FINISHED_RATED, 60, 90)
+        return clients
 
-        async def scenario() -> list[Client]:
-            clients = await registered_clients(port, followers, follow=True)
-            clients += await registered_clients(port, others, follow=False, first=len(followers))
-            async with Playing(clients):
-                await asyncio.to_thread(wait_for, db, FINISHED_RATED, 60, 90)
-            return clients
-
-        clients = asyncio.run(scenario())
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
-    finally:
-        err = close(proc)
-    assert "stopped" in err and "Traceback" not in err, err
+    clients, err = ladder_of_remote_bots(db, followers + others, 30, 4, scenario, "--ladder-interval", "0")
     moved = re.search(r"(\d+) remote bots moved to the worker of their match", err)
     assert moved is not None, err
     by_name = {c.name: c for c in clients}
