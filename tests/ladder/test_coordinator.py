@@ -362,3 +362,34 @@ async def test_a_busy_bot_is_not_redirected_and_one_sent_nowhere_comes_back_to_i
     finally:
         playing.cancel()
         await asyncio.gather(playing, return_exceptions=True)
+
+
+async def test_a_bot_whose_own_challenge_waits_for_its_opponent_is_not_redirected(
+    live_server: LiveServer, units: str
+) -> None:
+    """A challenge queued for a busy opponent holds none of the challenger's locks (seats are taken in
+    name order, ``holder`` first), yet a redirect would end the stream it waits on and lose its place.
+    The worker refuses it as busy until the challenge is over; then the bot can be moved again."""
+    _holder, holding = await connected(live_server, "holder", follow=False)
+    opponent = live_server.hub.sessions["holder"]
+    challenger = Client(Cycle(), live_server.address, name="mover", follow_redirects=True)
+    try:
+        async with opponent.busy:  # (as while "holder" plays another match)
+            challenging = asyncio.ensure_future(challenger.play(opponent="holder", game="rps", give_up_after=20))
+            await until(lambda: opponent.queued == 1, "the challenge did not wait for its opponent")
+            session = live_server.hub.sessions["mover"]
+            assert not session.busy.locked() and not session.queued and session.challenges == 1
+            assert await ask(units, ("redirect", 1, "mover", live_server.port)) == [("done", 1, ["mover"])]
+            assert not session.is_closed and challenger.redirects == 0
+        results = await asyncio.wait_for(challenging, 30)
+        assert len(results) == 1 and challenger.connections == 1
+        await until(lambda: session.challenges == 0, "the challenge was not counted out")
+        moved = asyncio.ensure_future(challenger.play(give_up_after=20))  # (idle now, waiting to be seated)
+        await until(lambda: challenger.connections == 2 and "mover" in live_server.hub.sessions, "no reconnection")
+        assert await ask(units, ("redirect", 2, "mover", live_server.port)) == [("redirected", 2, None)]
+        await until(lambda: challenger.redirects == 1, "the idle bot was not moved")
+        moved.cancel()
+        await asyncio.gather(moved, return_exceptions=True)
+    finally:
+        holding.cancel()
+        await asyncio.gather(holding, return_exceptions=True)

@@ -428,6 +428,13 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 return
 
     async def _challenge(self, session: RemoteSession, ch: bs.Challenge) -> None:
+        session.challenges += 1  # (a redirect would drop it: the ladder leaves the bot where it is meanwhile)
+        try:
+            await self._challenge_matches(session, ch)
+        finally:
+            session.challenges -= 1
+
+    async def _challenge_matches(self, session: RemoteSession, ch: bs.Challenge) -> None:
         hub = self.hub
         challenge_id = f"c-{next(self._challenge_ids)}"
 

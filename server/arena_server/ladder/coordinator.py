@@ -78,7 +78,8 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
     fails, is answered ``("failed", unit, reason)`` (``unit`` None when the request had none).
 
     The other request is ``("redirect", unit, name, port)``. If the remote bot ``name`` is connected
-    here, asked in its Hello to follow redirects, and is idle, it leaves the directory, is told to
+    here, asked in its Hello to follow redirects, and is idle (in no match, queued for none, and with no
+    challenge of its own in progress), it leaves the directory, is told to
     reconnect on ``port`` (the worker its next match is played on), and its session here ends. The
     answer is ``("redirected", unit, None)``, or ``("done", unit, busy)`` as for a unit when it cannot be.
     """
@@ -115,8 +116,9 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
             if session is None or session.is_closed or not session.follows_redirects:
                 tell(("done", unit, []))  # (gone, or it never asked to be redirected: it is relayed)
                 return
-            if session.busy.locked() or session.queued:
-                tell(("done", unit, [name]))  # (in a challenge here: the ladder pairs someone else meanwhile)
+            if session.busy.locked() or session.queued or session.challenges:
+                # (in a match here, or its own challenge waits for its opponent: the ladder pairs someone else)
+                tell(("done", unit, [name]))
                 return
             async with session.busy:  # (nothing seats it here while it is told to go)
                 key = hub.drop_session(session)
