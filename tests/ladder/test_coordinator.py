@@ -328,14 +328,14 @@ async def test_a_bot_that_follows_redirects_is_moved_and_one_that_does_not_is_le
     first = live_server.hub.sessions["mover"]
     try:
         assert first.follows_redirects and not live_server.hub.sessions["stayer"].follows_redirects
-        replies = await ask(units, ("redirect", 1, "mover", live_server.port))
+        replies = await ask(units, ("redirect", 1, "mover", live_server.port, 0))
         assert replies == [("redirected", 1, None)]
         assert first.is_closed and "redirected to port" in first.close_reason
         await until(lambda: follower.connections == 2, "the redirected bot did not reconnect")
         assert follower.redirects == 1 and follower.redirected_to == f"127.0.0.1:{live_server.port}"
         assert live_server.hub.sessions["mover"] is not first
-        assert await ask(units, ("redirect", 2, "stayer", live_server.port)) == [("done", 2, [])]
-        assert await ask(units, ("redirect", 3, "nobody", live_server.port)) == [("done", 3, [])]
+        assert await ask(units, ("redirect", 2, "stayer", live_server.port, 0)) == [("done", 2, [])]
+        assert await ask(units, ("redirect", 3, "nobody", live_server.port, 0)) == [("done", 3, [])]
         assert stayer.connections == 1 and stayer.redirects == 0
     finally:
         for task in (playing, staying):
@@ -350,12 +350,12 @@ async def test_a_busy_bot_is_not_redirected_and_one_sent_nowhere_comes_back_to_i
     try:
         session = live_server.hub.sessions["mover"]
         async with session.busy:  # (as while it plays a match here)
-            assert await ask(units, ("redirect", 1, "mover", live_server.port)) == [("done", 1, ["mover"])]
+            assert await ask(units, ("redirect", 1, "mover", live_server.port, 0)) == [("done", 1, ["mover"])]
         assert not session.is_closed and follower.redirects == 0
         with socket.socket() as probe:  # a port nothing listens on
             probe.bind(("127.0.0.1", 0))
             nowhere = probe.getsockname()[1]
-        assert await ask(units, ("redirect", 2, "mover", nowhere)) == [("redirected", 2, None)]
+        assert await ask(units, ("redirect", 2, "mover", nowhere, 0)) == [("redirected", 2, None)]
         await until(lambda: follower.connections == 2, "the bot did not come back to the address it was given")
         assert follower.redirects == 1 and follower.redirected_to is None
         assert "mover" in live_server.hub.sessions
@@ -379,17 +379,43 @@ async def test_a_bot_whose_own_challenge_waits_for_its_opponent_is_not_redirecte
             await until(lambda: opponent.queued == 1, "the challenge did not wait for its opponent")
             session = live_server.hub.sessions["mover"]
             assert not session.busy.locked() and not session.queued and session.challenges == 1
-            assert await ask(units, ("redirect", 1, "mover", live_server.port)) == [("done", 1, ["mover"])]
+            assert await ask(units, ("redirect", 1, "mover", live_server.port, 0)) == [("done", 1, ["mover"])]
             assert not session.is_closed and challenger.redirects == 0
         results = await asyncio.wait_for(challenging, 30)
         assert len(results) == 1 and challenger.connections == 1
         await until(lambda: session.challenges == 0, "the challenge was not counted out")
         moved = asyncio.ensure_future(challenger.play(give_up_after=20))  # (idle now, waiting to be seated)
         await until(lambda: challenger.connections == 2 and "mover" in live_server.hub.sessions, "no reconnection")
-        assert await ask(units, ("redirect", 2, "mover", live_server.port)) == [("redirected", 2, None)]
+        assert await ask(units, ("redirect", 2, "mover", live_server.port, 0)) == [("redirected", 2, None)]
         await until(lambda: challenger.redirects == 1, "the idle bot was not moved")
         moved.cancel()
         await asyncio.gather(moved, return_exceptions=True)
     finally:
         holding.cancel()
         await asyncio.gather(holding, return_exceptions=True)
+
+
+async def test_a_match_for_a_redirected_bot_that_never_arrives_is_refused_after_the_wait(
+    live_server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the worker a bot was sent to, a match that names it waits for its claim; if it never comes, the
+    refusal says where it went and to try again (not that no such bot exists). One that arrives is seated."""
+    import arena_server.matches.hub as hub_module
+
+    monkeypatch.setattr(hub_module, "ARRIVAL_WAIT", 0.2)
+    directory = {"mover": Connected("mover", 1, ("rps",), False, "moving:k", True, True)}
+    hub = Hub(live_server.store, arena_bots.hosted_bots())
+    hub.peers = Peers(str(tmp_path), lambda _match_id: asyncio.sleep(0, None), me=1, directory=directory)
+    game = load_game("rps", rounds=3)
+    began = asyncio.get_running_loop().time()
+    with pytest.raises(hub_module.HubError, match="'mover' was moved to another worker of this server and has not"):
+        await hub.start_match(game, ["mover", "rock"])
+    assert asyncio.get_running_loop().time() - began >= 0.2
+
+    async def arrive() -> None:
+        await asyncio.sleep(0.05)
+        directory["mover"] = Connected("mover", 1, ("rps",), False, "k2", True)
+
+    arriving = asyncio.ensure_future(arrive())
+    await hub.arrivals(["mover", "rock"])
+    assert arriving.done() and not hub.peers.moving("mover")

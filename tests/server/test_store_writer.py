@@ -24,7 +24,7 @@ from arena_games import load_game
 from arena_server.matches.hub import Hub
 from arena_server.store.bot_writes import BotWriteRefused, NewBot, NewVersion, Verdict
 from arena_server.store.database import Store, StoreError, decode_moves
-from arena_server.store.writer import Connected, StoreWriter, WorkerStore
+from arena_server.store.writer import Connected, StoreWriter, WorkerStore, moving_key
 
 MATCHES = [
     ("rps", {"rounds": 20}, ["beat-last", "random"], "seed-1"),
@@ -369,3 +369,39 @@ async def test_the_directory_of_connected_bots_is_one_for_every_worker(tmp_path:
             await other.close()
             if late is not None:
                 await late.close()
+
+
+async def test_a_redirected_bot_stays_in_the_directory_on_its_way_until_it_claims_its_name(tmp_path: Path) -> None:
+    """A redirect marks the bot as moving to the worker it was sent to, with a key no session holds: the end
+    of the stream it left does not take it out, a look-alike stays refused, and its own claim on any worker
+    replaces the entry. The redirecting worker's late release takes out only a bot that never came."""
+    db = tmp_path / "shared.db"
+    async with through_writer(db) as (_main, writer, one):
+        other = await WorkerStore.connect(str(db), writer.socket_path)
+        try:
+            await one.announce_ready(0)
+            await other.announce_ready(1)
+            assert await one.claim_name(Connected("mover", 0, ("rps",), False, "k1", True)) is None
+            await one.move_name("mover", "k9", 1)  # (another session's key: nothing happens)
+            assert await one.owner("sync") is None and not one.directory["mover"].moving
+            await one.move_name("mover", "k1", 1)
+            on_its_way = Connected("mover", 1, ("rps",), False, moving_key("k1"), True, True)
+            for store in (one, other):
+                assert await store.owner("sync") is None  # (a round trip: every notice before it has arrived)
+                assert store.directory["mover"] == on_its_way, store.directory
+            await one.release_name("mover", "k1")  # (the stream it left ends)
+            assert await other.claim_name(Connected("MOVER", 1, (), True, "k2")) == "mover"  # (a look-alike)
+            assert await other.claim_name(Connected("mover", 1, ("rps",), False, "k3", True)) is None
+            await one.release_name("mover", moving_key("k1"))  # (the late release, after it arrived: nothing)
+            for store in (one, other):
+                assert await store.owner("sync") is None
+                assert store.directory["mover"] == Connected("mover", 1, ("rps",), False, "k3", True)
+
+            assert await one.claim_name(Connected("lost", 0, (), False, "k4", True)) is None
+            await one.move_name("lost", "k4", 1)
+            await one.release_name("lost", moving_key("k4"))  # (it never came)
+            for store in (one, other):
+                assert await store.owner("sync") is None
+                assert "lost" not in store.directory
+        finally:
+            await other.close()

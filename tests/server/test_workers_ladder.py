@@ -24,9 +24,15 @@ from typing import TypeVar
 
 import grpc
 
+from arena.v1 import bot_session_pb2 as bs
+from arena.v1 import bot_session_pb2_grpc as bs_grpc
 from arena.v1 import bots_pb2 as bp
 from arena.v1 import bots_pb2_grpc as bp_grpc
+from arena.v1 import common_pb2 as common
+from arena.v1 import matches_pb2 as mp
+from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client import Bot, Termination, Turn
+from arena_client.convert import params_to_proto
 from arena_client.remote import Client
 from tests.ladder.test_crash import (
     FINISHED_RATED,
@@ -332,3 +338,89 @@ def test_the_ladder_moves_a_remote_bot_that_follows_redirects_to_the_worker_of_i
     assert query(db, FINISHED_RATED) >= 60
     check_rated_exactly_once(db)
     recompute_clean(db)
+
+
+class SlowMover:
+    """A bot at the protocol level (no SDK) that follows a Redirect only after ``delay`` seconds.
+
+    It plays the first legal action. :attr:`redirected` is set when a Redirect arrives, and
+    :attr:`where` holds the address of each stream that welcomed it.
+    """
+
+    def __init__(self, name: str, token: str, host: str, port: int, delay: float) -> None:
+        self.hello = bs.Hello(
+            protocol_version="arena.v1", name=name, token=token, games=["rps"], follows_redirects=True
+        )
+        self.host, self.port, self.delay = host, port, delay
+        self.redirected = asyncio.Event()
+        self.welcomed = asyncio.Event()
+        self.where: list[str] = []
+
+    async def run(self) -> None:
+        port = self.port
+        while True:
+            port = await self._stream(port)
+            self.redirected.set()
+            await asyncio.sleep(self.delay)
+
+    async def _stream(self, port: int) -> int:
+        """One stream, until the server redirects it; the port it names."""
+        async with grpc.aio.insecure_channel(f"{self.host}:{port}") as channel:
+            call = bs_grpc.BotSessionServiceStub(channel).Play()
+            await call.write(bs.BotMessage(hello=self.hello))
+            async for message in call:
+                kind = message.WhichOneof("kind")
+                if kind == "welcome":
+                    self.where.append(f"{self.host}:{port}")
+                    self.welcomed.set()
+                elif kind == "turn":
+                    turn = message.turn
+                    action = bs.Action(match_id=turn.match_id, turn_id=turn.turn_id, action=turn.legal_actions[0])
+                    await call.write(bs.BotMessage(action=action))
+                elif kind == "ping":
+                    await call.write(bs.BotMessage(pong=bs.Pong(nonce=message.ping.nonce)))
+                elif kind == "redirect":
+                    return message.redirect.port
+        raise AssertionError(f"the stream to {self.host}:{port} ended without a Redirect")
+
+
+def test_a_match_asked_for_while_a_redirected_bot_reconnects_waits_for_it(tmp_path: Path) -> None:
+    """Between a Redirect and the bot's claim on its new worker the bot is on its way, not gone: a
+    ``CreateMatch`` naming it in that time (here a whole second: the bot takes its time) waits for it and
+    plays, instead of answering that no such bot is connected."""
+    partners = [f"p-{i}" for i in range(4)]
+    db = tmp_path / "arena.db"
+
+    async def scenario(proc: subprocess.Popen[str], port: int) -> tuple[mp.CreateMatchResponse, SlowMover]:
+        clients = await registered_clients(port, partners, follow=False)  # (they stay where they connect)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            token = (await bp_grpc.BotServiceStub(channel).RegisterBot(bp.RegisterBotRequest(name="slow"))).token
+        async with Playing(clients):
+            workers = {worker_holding(proc, address(i, port).split(":")[0], port) for i in range(len(partners))}
+            mover = None
+            for host in (f"127.0.1.{i}" for i in range(2, 40)):  # (a source address the kernel gives a worker
+                # that not every partner is on: the ladder then pairs it across workers)
+                mover = SlowMover("slow", token, host, port, delay=1.0)
+                running = asyncio.ensure_future(mover.run())
+                await asyncio.wait_for(mover.welcomed.wait(), 20)
+                if len(workers) == 2 or worker_holding(proc, host, port) not in workers:
+                    break
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+            assert mover is not None
+            try:
+                await asyncio.wait_for(mover.redirected.wait(), 60)
+                tokens = {"slow": token}
+                request = mp.CreateMatchRequest(game="rps", bots=["slow", "rock"], bot_tokens=tokens, wait=True)
+                params_to_proto({"rounds": 5}, request.params)
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                    reply = await mp_grpc.MatchServiceStub(channel).CreateMatch(request, timeout=60)
+            finally:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+        return reply, mover
+
+    (reply, mover), _err = ladder_of_remote_bots(db, ["slow", *partners], 20, 2, scenario, "--ladder-interval", "0")
+    assert [seat.bot_name for seat in reply.record.seats] == ["slow", "rock"]
+    assert reply.record.termination == common.TERMINATION_NORMAL, reply.record
+    assert len(mover.where) >= 2 and mover.where[-1] != mover.where[0], mover.where  # (it was on its way)

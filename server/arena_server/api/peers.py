@@ -65,6 +65,7 @@ class Peers:
         claim: Add a bot to the directory (a worker, before it welcomes the bot); None, or the name it
             collides with.
         release: Take a session's name out of the directory (a worker, when the bot's stream ends).
+        move: Mark a session's name as on its way to another worker (a worker, when it redirects the bot).
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class Peers:
         directory: Mapping[str, Connected] | None = None,
         claim: Callable[[Connected], Awaitable[str | None]] | None = None,
         release: Callable[[str, str], Awaitable[None]] | None = None,
+        move: Callable[[str, str, int], Awaitable[None]] | None = None,
     ) -> None:
         self.socket_dir = socket_dir
         self._locate = locate
@@ -86,6 +88,7 @@ class Peers:
         self.directory: Mapping[str, Connected] = {} if directory is None else directory
         self._claim = claim
         self._release = release
+        self._move = move
 
     def elsewhere(self, name: str) -> Connected | None:
         """The remote bot connected under ``name`` to another worker than this one (None: none is)."""
@@ -93,8 +96,13 @@ class Peers:
         return None if bot is None or bot.worker == self.me else bot
 
     def connected(self, name: str) -> bool:
-        """Whether a remote bot is connected under ``name`` to any worker."""
+        """Whether a remote bot is connected under ``name`` to any worker (or on its way to one)."""
         return name in self.directory
+
+    def moving(self, name: str) -> bool:
+        """Whether the remote bot ``name`` was redirected and has not reconnected yet (``Connected.moving``)."""
+        bot = self.directory.get(name)
+        return bot is not None and bot.moving
 
     async def claim(
         self, name: str, games: tuple[str, ...], guest: bool, key: str, redirects: bool = False
@@ -110,6 +118,17 @@ class Peers:
             return
         with contextlib.suppress(StoreError):  # (the server is stopping: the directory goes with the writer)
             await self._release(name, key)
+
+    async def move(self, name: str, key: str, worker: int) -> bool:
+        """Mark session ``key``'s ``name`` as on its way to ``worker``; False when there is no directory to tell
+        (a one-process server, or the writer is gone: the server is stopping)."""
+        if self._move is None:
+            return False
+        try:
+            await self._move(name, key, worker)
+        except StoreError:
+            return False
+        return True
 
     def running_ids(self) -> list[str]:
         """The matches the workers run now (in no order); empty where this process cannot know."""

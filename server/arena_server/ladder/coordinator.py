@@ -40,7 +40,7 @@ from typing import Any
 from arena_games import Game
 from arena_server.ladder.scheduler import Ladder, LadderConfig, Outcome, _Pool, play_unit
 from arena_server.matches.hub import Hub, log
-from arena_server.store.writer import framed, read_message
+from arena_server.store.writer import framed, moving_key, read_message
 
 REDIRECT_WAIT = 5.0
 """Seconds the coordinator waits for a redirected bot to reconnect to the worker of its match."""
@@ -77,10 +77,11 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
     (empty unless a remote bot played another match). A request this cannot read, or a unit that
     fails, is answered ``("failed", unit, reason)`` (``unit`` None when the request had none).
 
-    The other request is ``("redirect", unit, name, port)``. If the remote bot ``name`` is connected
+    The other request is ``("redirect", unit, name, port, index)``. If the remote bot ``name`` is connected
     here, asked in its Hello to follow redirects, and is idle (in no match, queued for none, and with no
-    challenge of its own in progress), it leaves the directory, is told to
-    reconnect on ``port`` (the worker its next match is played on), and its session here ends. The
+    challenge of its own in progress), it is told to reconnect on ``port`` (worker ``index``, where its
+    next match is played) and its session here ends. Until it claims its name there, the directory shows it
+    on its way (``Connected.moving``; taken out after ``2 * REDIRECT_WAIT`` s if it never comes). The
     answer is ``("redirected", unit, None)``, or ``("done", unit, busy)`` as for a unit when it cannot be.
     """
     served = UnitServer()
@@ -111,7 +112,13 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
             except Exception as exc:  # the worker keeps serving; the coordinator logs it
                 tell(("failed", unit, repr(exc)))
 
-        async def redirect(unit: object, name: str, port: int) -> None:
+        async def forget(name: str, key: str) -> None:
+            """Take a redirected bot that never reconnected out of the directory."""
+            await asyncio.sleep(2 * REDIRECT_WAIT)
+            assert hub.peers is not None
+            await hub.peers.release(name, moving_key(key))
+
+        async def redirect(unit: object, name: str, port: int, index: int) -> None:
             session = hub.sessions.get(name)
             if session is None or session.is_closed or not session.follows_redirects:
                 tell(("done", unit, []))  # (gone, or it never asked to be redirected: it is relayed)
@@ -122,8 +129,10 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
                 return
             async with session.busy:  # (nothing seats it here while it is told to go)
                 key = hub.drop_session(session)
-                if hub.peers is not None:  # (its name leaves the directory first: the claim there is free)
-                    await hub.peers.release(name, key)
+                # Its name stays in the directory, marked as on its way to worker ``index``: the claim there
+                # replaces the entry, and whoever names the bot meanwhile waits for it (Hub.arrivals).
+                if hub.peers is not None and await hub.peers.move(name, key, index):
+                    hub.spawn(forget(name, key))
                 await session.redirect(port, "its next ladder match is refereed there")
             tell(("redirected", unit, None))
 
@@ -133,9 +142,9 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
                     request = await read_message(reader)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the coordinator closed (its server stops, or it is gone), or this worker stops
-                if isinstance(request, tuple) and len(request) == 4 and request[0] == "redirect":
-                    _op, unit, name, port = request
-                    start(redirect(unit, name, port))
+                if isinstance(request, tuple) and len(request) == 5 and request[0] == "redirect":
+                    _op, unit, name, port, index = request
+                    start(redirect(unit, name, port, index))
                     continue
                 try:
                     op, unit, game, names, time_control = request
@@ -332,7 +341,7 @@ class LadderCoordinator(Ladder):
             link = self._links[bot.worker]
             unit = next(self._units)
             try:
-                replies = await link.send(unit, ("redirect", unit, name, port))
+                replies = await link.send(unit, ("redirect", unit, name, port, index))
                 kind, _value = await replies.get()
             except OSError:
                 continue
@@ -345,7 +354,7 @@ class LadderCoordinator(Ladder):
             began = loop.time()
             while loop.time() < began + REDIRECT_WAIT and not self._stopping:
                 here = directory.get(name)
-                if here is not None and here.worker == index:
+                if here is not None and here.worker == index and not here.moving:
                     self.redirect_waits = [*self.redirect_waits[-999:], loop.time() - began]
                     break
                 await asyncio.sleep(0.002)

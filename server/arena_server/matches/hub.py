@@ -56,6 +56,10 @@ MAX_SPECTATOR_BACKLOG = 100_000
 STORE_FAULT_PAUSE = 0.5
 """Seconds a start that the database refused waits before it is refused (retries must not spin)."""
 
+ARRIVAL_WAIT = 5.0
+"""Seconds a request that names a redirected remote bot waits for it to reconnect (its SDK falls back to the
+address it was given after 3 s), before the bot counts as gone."""
+
 SHUTDOWN_LINGER = 0.5
 """Seconds the streams of bots that were playing stay open after their last notice, at shutdown."""
 
@@ -156,6 +160,17 @@ class Hub:
             return None
         return self.peers.elsewhere(name)
 
+    async def arrivals(self, names: Sequence[str]) -> None:
+        """Wait (at most :data:`ARRIVAL_WAIT` seconds) while a remote bot of ``names`` is on its way to another
+        worker (redirected there by the ladder: ``Connected.moving``), so a match or a challenge that names it
+        in those few milliseconds seats it where it arrives instead of finding no such bot."""
+        peers = self.peers
+        if peers is None or not any(peers.moving(name) for name in names):
+            return
+        deadline = time.monotonic() + ARRIVAL_WAIT
+        while any(peers.moving(name) for name in names) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+
     def games_of(self, name: str) -> tuple[str, ...] | None:
         """The games a bot plays (empty: any), or None if no such bot is available."""
         if name in self.hosted:
@@ -219,6 +234,12 @@ class Hub:
             raise HubError("bad_params", f"{game.name} needs {game.num_players} bots, got {len(bot_names)}")
         for name in bot_names:
             games = self.games_of(name)
+            if games is None and self.peers is not None and self.peers.moving(name):
+                raise HubError(
+                    "unknown_bot",
+                    f"{name!r} was moved to another worker of this server and has not reconnected in "
+                    f"{ARRIVAL_WAIT:g} s; try again when it is back",
+                )
             if games is None:
                 available = ", ".join(self.all_bot_names()) or "none"
                 raise HubError("unknown_bot", f"no bot named {name!r} is hosted or connected; available: {available}")
@@ -267,6 +288,7 @@ class Hub:
             raise HubError("stopping", "the server is shutting down; try again when it is back")
         if self.registry is not None and any(self.games_of(n) is None for n in bot_names):
             await self.registry.refresh()  # a bot added by `arena bot add` while the server runs
+        await self.arrivals(bot_names)
         self.check_bots(game, bot_names)
         if seed_chosen and rated:
             raise HubError("bad_params", "a rated match cannot have a chosen seed; leave the seed empty")

@@ -115,6 +115,15 @@ class Connected(NamedTuple):
     under the same name is ignored) and proves a ``CreateMatch`` that seats it (a guest's only proof)."""
     redirects: bool = False
     """Its Hello set ``follows_redirects``: the ladder may move it to the worker of its next match."""
+    moving: bool = False
+    """A Redirect sent it to ``worker`` and it has not reconnected there yet (``key`` is then
+    :func:`moving_key` of its last session's). Whoever names it meanwhile waits for it
+    (``Hub.arrivals``); a look-alike name stays taken."""
+
+
+def moving_key(key: str) -> str:
+    """The directory key of a bot on its way to another worker, from the key of the session it left."""
+    return "moving:" + key
 
 
 Presence = tuple[str, Any]
@@ -309,6 +318,14 @@ class WorkerStore(Store):
     async def release_name(self, name: str, key: str) -> None:
         """Take session ``key``'s ``name`` out of the directory (nothing if another session holds it now)."""
         await self._call("release", name, key)
+
+    async def move_name(self, name: str, key: str, worker: int) -> None:
+        """Mark session ``key``'s ``name`` as on its way to ``worker`` (a Redirect): ``Connected.moving``.
+
+        Its next claim (there, or anywhere it comes back to) replaces the entry; a release with
+        :func:`moving_key` of ``key`` takes it out if it never comes. Nothing if another session holds the name.
+        """
+        await self._call("move", name, key, worker)
 
     async def next_started(self, game: str, worker: int | None) -> str:
         """The id of the next match of ``game`` that a worker other than ``worker`` starts (waits for it)."""
@@ -569,7 +586,12 @@ class StoreWriter:
                 bot: Connected = args[0]
                 key = name_key(bot.name)
                 taken = next(
-                    (c.name for c in self.connected.values() if name_key(c.name) == key and c.key != bot.key), None
+                    (
+                        c.name
+                        for c in self.connected.values()
+                        if name_key(c.name) == key and c.key != bot.key and not (c.moving and c.name == bot.name)
+                    ),
+                    None,
                 )
                 if taken is None:
                     self.connected[bot.name] = bot
@@ -583,6 +605,14 @@ class StoreWriter:
                     del self.connected[name]
                     self._claimed_on.pop(name, None)
                     _send_all(conns, [("offline", (name, session_key))])
+                _send_all([conn], [(request_id, True, None)], notice=False)
+            elif op == "move":
+                name, session_key, worker = args
+                held = self.connected.get(name)
+                if held is not None and held.key == session_key:
+                    moved = held._replace(worker=worker, key=moving_key(session_key), moving=True)
+                    self.connected[name] = moved  # (still claimed on the worker it leaves: gone with it)
+                    _send_all(conns, [("online", moved)])
                 _send_all([conn], [(request_id, True, None)], notice=False)
             else:
                 rest.append((conn, request))
