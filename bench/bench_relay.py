@@ -107,7 +107,10 @@ async def main(rounds: int, repeats: int) -> None:
     folder = tempfile.mkdtemp(prefix="arena-bench-relay-")
     proc, port = start_server(2, os.path.join(folder, "arena.db"), host="0.0.0.0")
     try:
-        clients = [Client(Quick(), f"127.0.0.{i + 2}:{port}", name=f"q-{i}", threaded=False) for i in range(BOTS)]
+        clients = [  # (guests, and not following redirects: never moved, so the matches across workers relay)
+            Client(Quick(), f"127.0.0.{i + 2}:{port}", name=f"q-{i}", threaded=False, follow_redirects=False)
+            for i in range(BOTS)
+        ]
         playing = [asyncio.ensure_future(c.play()) for c in clients]
         while not all(c.session_token for c in clients):
             await asyncio.sleep(0.05)

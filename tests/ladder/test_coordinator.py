@@ -13,10 +13,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 import arena_bots
 import arena_server.store.ratings as ls
+from arena.v1 import bots_pb2 as bp
+from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena_bots import HostedBot
 from arena_bots.simple import RandomBot
 from arena_client import Bot, Termination, Turn
@@ -298,9 +301,16 @@ class Cycle(Bot):
         return turn.turn_id % 3
 
 
+async def registered(live: LiveServer, name: str) -> str:
+    """Register ``name`` on the live server (a guest is never redirected); its token."""
+    async with grpc.aio.insecure_channel(live.address) as channel:
+        reply = await bp_grpc.BotServiceStub(channel).RegisterBot(bp.RegisterBotRequest(name=name, games=["rps"]))
+    return str(reply.token)
+
+
 async def connected(live: LiveServer, name: str, follow: bool) -> tuple[Client, asyncio.Task[Any]]:
-    """An SDK bot connected to the live server (waiting to be seated); its client and its play task."""
-    client = Client(Cycle(), live.address, name=name, follow_redirects=follow)
+    """A registered SDK bot connected to the live server (waiting to be seated); its client and its play task."""
+    client = Client(Cycle(), live.address, name=name, token=await registered(live, name), follow_redirects=follow)
     task = asyncio.ensure_future(client.play(give_up_after=20))
     for _ in range(500):
         if name in live.hub.sessions and client.connections:
@@ -372,7 +382,8 @@ async def test_a_bot_whose_own_challenge_waits_for_its_opponent_is_not_redirecte
     The worker refuses it as busy until the challenge is over; then the bot can be moved again."""
     _holder, holding = await connected(live_server, "holder", follow=False)
     opponent = live_server.hub.sessions["holder"]
-    challenger = Client(Cycle(), live_server.address, name="mover", follow_redirects=True)
+    token = await registered(live_server, "mover")
+    challenger = Client(Cycle(), live_server.address, name="mover", token=token, follow_redirects=True)
     try:
         async with opponent.busy:  # (as while "holder" plays another match)
             challenging = asyncio.ensure_future(challenger.play(opponent="holder", game="rps", give_up_after=20))
@@ -419,3 +430,19 @@ async def test_a_match_for_a_redirected_bot_that_never_arrives_is_refused_after_
     arriving = asyncio.ensure_future(arrive())
     await hub.arrivals(["mover", "rock"])
     assert arriving.done() and not hub.peers.moving("mover")
+
+
+async def test_a_guest_that_follows_redirects_is_never_moved(live_server: LiveServer, units: str) -> None:
+    """Whoever seats a guest proves it with its session's token; a new session would have another one, so a
+    guest stays where it connected (its matches with bots on other workers are relayed)."""
+    guest = Client(Cycle(), live_server.address, name="wanderer", follow_redirects=True)
+    playing = asyncio.ensure_future(guest.play(give_up_after=20))
+    try:
+        await until(lambda: "wanderer" in live_server.hub.sessions and guest.connections == 1, "no guest")
+        session = live_server.hub.sessions["wanderer"]
+        assert session.guest and session.follows_redirects
+        assert await ask(units, ("redirect", 1, "wanderer", live_server.port, 0)) == [("done", 1, [])]
+        assert not session.is_closed and guest.redirects == 0
+    finally:
+        playing.cancel()
+        await asyncio.gather(playing, return_exceptions=True)

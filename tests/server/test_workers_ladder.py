@@ -424,3 +424,51 @@ def test_a_match_asked_for_while_a_redirected_bot_reconnects_waits_for_it(tmp_pa
     assert [seat.bot_name for seat in reply.record.seats] == ["slow", "rock"]
     assert reply.record.termination == common.TERMINATION_NORMAL, reply.record
     assert len(mover.where) >= 2 and mover.where[-1] != mover.where[0], mover.where  # (it was on its way)
+
+
+def test_a_challenge_between_bots_on_different_workers_moves_the_opponent_to_the_challengers_worker(
+    tmp_path: Path,
+) -> None:
+    """Not only the ladder: any match that seats a bot connected to another worker offers that worker this
+    one's own port. An idle opponent that follows redirects is moved here and plays with no relay; one that
+    does not follow is relayed, as before. Both challenges are played to their end."""
+    db = tmp_path / "arena.db"
+    proc = serve(db, "--workers", "2", "--host", "0.0.0.0", "--no-ladder")
+
+    async def scenario(port: int) -> tuple[list[Client], list[int]]:
+        challenger, follower, stayer = await registered_clients(port, ["x", "y", "z"])
+        stayer.follow_redirects = False
+        clients = [challenger, follower, stayer]
+        async with Playing([follower, stayer]):
+            where = [worker_holding(proc, address(i, port).split(":")[0], port) for i in (1, 2)]
+            # (the kernel spreads the addresses over the workers: the challenger goes where "y" is not)
+            for i in range(3, 40):
+                challenger.target = address(i, port)
+                probe = asyncio.ensure_future(challenger.play(give_up_after=20))
+                while not challenger.session_token:
+                    await asyncio.sleep(0.02)
+                ours = worker_holding(proc, address(i, port).split(":")[0], port)
+                probe.cancel()
+                await asyncio.gather(probe, return_exceptions=True)
+                challenger.session_token = ""
+                if ours != where[0]:
+                    break
+            else:
+                raise AssertionError(f"no source address reached the other worker than {where[0]}")
+            for opponent in ("y", "z"):
+                results = await challenger.play(opponent=opponent, game="rps", params={"rounds": 30}, give_up_after=20)
+                assert len(results) == 1 and results[0].termination == Termination.NORMAL, results
+        return clients, [ours, *where]
+
+    try:
+        (clients, workers) = asyncio.run(scenario(port_of(proc)))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        err = close(proc)
+    assert "Traceback" not in err, err
+    challenger, follower, stayer = clients
+    assert workers[0] != workers[1], workers
+    assert follower.redirects == 1 and follower.redirected_to is not None, (follower.redirects, err)
+    assert stayer.redirects == 0 and stayer.connections == 1
+    assert challenger.redirects == 0

@@ -219,8 +219,8 @@ Global___ServerMessage: _TypeAlias = ServerMessage  # noqa: Y015
 
 @_typing.final
 class Redirect(_message.Message):
-    """Only to a bot whose Hello set follows_redirects, and only while it plays
-    no match and has no challenge waiting: reconnect to the same host on
+    """Only to a registered bot (never a guest) whose Hello set follows_redirects,
+    and only while it plays no match and has no challenge waiting: reconnect to the same host on
     `port` at once, with the same Hello, and play there. The server then ends
     this stream. A multi-worker server (arena serve --workers N) sends it so
     that the bot's next match is refereed by the process the bot is connected

@@ -66,6 +66,7 @@ class Peers:
             collides with.
         release: Take a session's name out of the directory (a worker, when the bot's stream ends).
         move: Mark a session's name as on its way to another worker (a worker, when it redirects the bot).
+        port: This worker's own port, offered to the bots of other workers that follow redirects.
     """
 
     def __init__(
@@ -79,6 +80,7 @@ class Peers:
         claim: Callable[[Connected], Awaitable[str | None]] | None = None,
         release: Callable[[str, str], Awaitable[None]] | None = None,
         move: Callable[[str, str, int], Awaitable[None]] | None = None,
+        port: int = 0,
     ) -> None:
         self.socket_dir = socket_dir
         self._locate = locate
@@ -89,6 +91,8 @@ class Peers:
         self._claim = claim
         self._release = release
         self._move = move
+        self.port = port
+        """This worker's own port (0: none), where a bot that follows redirects is moved to play a match here."""
 
     def elsewhere(self, name: str) -> Connected | None:
         """The remote bot connected under ``name`` to another worker than this one (None: none is)."""
@@ -233,7 +237,7 @@ class _Relay:
         elif op == "cancel" and seat is not None:
             seat.cancel_ask()
         elif op == "claim":
-            self._run(self._claim(request[1], request[2]))
+            self._run(self._claim(*request[1:]))
         elif op == "start":
             self._run(self._start(request[1], request[2]))
         elif op == "end" and seat is not None:
@@ -261,11 +265,23 @@ class _Relay:
         while self._waiting and self._step is None:
             self._handle(self._waiting.popleft())
 
-    async def _claim(self, name: str, wait: bool) -> None:
+    async def _claim(self, name: str, wait: bool, port: int = 0, worker: int = -1) -> None:
+        """Take the bot for the other worker's match; with its ``port``, move the bot there if it can be."""
+        if name not in self.hub.sessions:
+            await self.hub.arrivals([name])  # (on its way here: another match moved it a moment ago)
         session = self.hub.sessions.get(name)
+        peers = self.hub.peers
+        if (session is None or session.is_closed) and peers is not None and peers.elsewhere(name) is not None:
+            self.frames.send(pickled(("moved",)))  # (another match moved it to another worker: ask there)
+            self.frames.close()
+            return
         if session is None or session.is_closed:
             gone = f"{name!r} is no longer connected; it must connect again to be seated"
             self.frames.send(pickled(("refused", gone)))
+            self.frames.close()
+            return
+        if port and await self.hub.redirect_bot(name, port, worker, "its next match is refereed there") == "moved":
+            self.frames.send(pickled(("moved",)))
             self.frames.close()
             return
         if session.busy.locked() and not wait:

@@ -459,6 +459,7 @@ async def _worker(config: WorkerConfig) -> None:
         claim=store.claim_name,
         release=store.release_name,
         move=store.move_name,
+        port=own_port,
     )
     # The other workers seat the bots connected here through this socket (arena_server.seats.peer).
     relay = await serve_relay(hub, relay_path(socket_dir, config.index))

@@ -40,7 +40,7 @@ from typing import Any
 from arena_games import Game
 from arena_server.ladder.scheduler import Ladder, LadderConfig, Outcome, _Pool, play_unit
 from arena_server.matches.hub import Hub, log
-from arena_server.store.writer import framed, moving_key, read_message
+from arena_server.store.writer import framed, read_message
 
 REDIRECT_WAIT = 5.0
 """Seconds the coordinator waits for a redirected bot to reconnect to the worker of its match."""
@@ -77,12 +77,10 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
     (empty unless a remote bot played another match). A request this cannot read, or a unit that
     fails, is answered ``("failed", unit, reason)`` (``unit`` None when the request had none).
 
-    The other request is ``("redirect", unit, name, port, index)``. If the remote bot ``name`` is connected
-    here, asked in its Hello to follow redirects, and is idle (in no match, queued for none, and with no
-    challenge of its own in progress), it is told to reconnect on ``port`` (worker ``index``, where its
-    next match is played) and its session here ends. Until it claims its name there, the directory shows it
-    on its way (``Connected.moving``; taken out after ``2 * REDIRECT_WAIT`` s if it never comes). The
-    answer is ``("redirected", unit, None)``, or ``("done", unit, busy)`` as for a unit when it cannot be.
+    The other request is ``("redirect", unit, name, port, index)``: the remote bot ``name``, if it is
+    connected here, follows redirects and is idle, is moved to worker ``index`` on its ``port``, where its
+    next match is played (:meth:`Hub.redirect_bot`). The answer is ``("redirected", unit, None)``, or
+    ``("done", unit, busy)`` as for a unit when it cannot be.
     """
     served = UnitServer()
 
@@ -112,28 +110,11 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
             except Exception as exc:  # the worker keeps serving; the coordinator logs it
                 tell(("failed", unit, repr(exc)))
 
-        async def forget(name: str, key: str) -> None:
-            """Take a redirected bot that never reconnected out of the directory."""
-            await asyncio.sleep(2 * REDIRECT_WAIT)
-            assert hub.peers is not None
-            await hub.peers.release(name, moving_key(key))
-
         async def redirect(unit: object, name: str, port: int, index: int) -> None:
-            session = hub.sessions.get(name)
-            if session is None or session.is_closed or not session.follows_redirects:
-                tell(("done", unit, []))  # (gone, or it never asked to be redirected: it is relayed)
+            moved = await hub.redirect_bot(name, port, index, "its next ladder match is refereed there")
+            if moved != "moved":  # (gone or not following: relayed; busy here: the ladder pairs someone else)
+                tell(("done", unit, [name] if moved == "busy" else []))
                 return
-            if session.busy.locked() or session.queued or session.challenges:
-                # (in a match here, or its own challenge waits for its opponent: the ladder pairs someone else)
-                tell(("done", unit, [name]))
-                return
-            async with session.busy:  # (nothing seats it here while it is told to go)
-                key = hub.drop_session(session)
-                # Its name stays in the directory, marked as on its way to worker ``index``: the claim there
-                # replaces the entry, and whoever names the bot meanwhile waits for it (Hub.arrivals).
-                if hub.peers is not None and await hub.peers.move(name, key, index):
-                    hub.spawn(forget(name, key))
-                await session.redirect(port, "its next ladder match is refereed there")
             tell(("redirected", unit, None))
 
         try:

@@ -43,12 +43,13 @@ from arena_server.referee.records import COMMIT_FAILED, MatchControl, MatchRecor
 from arena_server.referee.seat import Seat
 from arena_server.referee.seeds import bot_seed, new_seed, seed_hash
 from arena_server.seats.in_process import InProcessSeat, ThreadedInProcessSeat
-from arena_server.seats.peer import PeerSeat, RelayBusy, RelayRefused
+from arena_server.seats.peer import PeerSeat, RelayBusy, RelayMoved, RelayRefused
 from arena_server.seats.remote import RemoteSeat, RemoteSession
 from arena_server.seats.subprocess_seat import SubprocessSeat
 from arena_server.store.database import Store, StoreError
 from arena_server.store.names import name_key
 from arena_server.store.ratings import rating_change
+from arena_server.store.writer import moving_key
 
 MAX_SPECTATOR_BACKLOG = 100_000
 """Moves that may wait for one spectator; a spectator further behind is dropped (about 10 MB)."""
@@ -164,12 +165,49 @@ class Hub:
         """Wait (at most :data:`ARRIVAL_WAIT` seconds) while a remote bot of ``names`` is on its way to another
         worker (redirected there by the ladder: ``Connected.moving``), so a match or a challenge that names it
         in those few milliseconds seats it where it arrives instead of finding no such bot."""
-        peers = self.peers
-        if peers is None or not any(peers.moving(name) for name in names):
+        if self.peers is None or not any(self._arriving(name) for name in names):
             return
         deadline = time.monotonic() + ARRIVAL_WAIT
-        while any(peers.moving(name) for name in names) and time.monotonic() < deadline:
+        while any(self._arriving(name) for name in names) and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
+
+    def _arriving(self, name: str) -> bool:
+        """Whether the remote bot ``name`` is on its way: redirected and not yet reconnected, or claimed here in
+        the directory and not yet welcomed (the directory hears of a claim before the claimer's session starts)."""
+        peers = self.peers
+        bot = None if peers is None else peers.directory.get(name)
+        return bot is not None and (bot.moving or (bot.worker == peers.me and name not in self.sessions))
+
+    async def redirect_bot(self, name: str, port: int, worker: int, reason: str) -> str:
+        """Move the remote bot ``name`` connected here to worker ``worker`` (its own ``port``), if it can be.
+
+        It can when it is registered (a guest is seated by its session's token), asked in its Hello to follow
+        redirects, and is idle: in no match, queued for none, and with no challenge of its own in progress
+        (the redirect would end the stream the challenge waits on). Its directory entry is then marked as on
+        its way to ``worker`` (``Connected.moving``: taken out after ``2 * ARRIVAL_WAIT`` s if it never
+        comes), it is sent a Redirect, and its session here ends.
+
+        Returns:
+            ``"moved"``, ``"busy"`` (it plays, or waits to), or ``"no"`` (not here, a guest, or it does not follow).
+        """
+        session = self.sessions.get(name)
+        if session is None or session.is_closed or not session.follows_redirects or session.guest:
+            return "no"  # (a guest is seated by its session's token, which a new session would not have)
+        if session.busy.locked() or session.queued or session.challenges:
+            return "busy"
+        async with session.busy:  # (nothing seats it here while it is told to go)
+            key = self.drop_session(session)
+            peers = self.peers
+            if peers is not None and await peers.move(name, key, worker):
+                self.spawn(self._forget_if_lost(name, key))
+            await session.redirect(port, reason)
+        return "moved"
+
+    async def _forget_if_lost(self, name: str, key: str) -> None:
+        """Take a redirected bot that never reconnected out of the directory."""
+        await asyncio.sleep(2 * ARRIVAL_WAIT)
+        if self.peers is not None:
+            await self.peers.release(name, moving_key(key))
 
     def games_of(self, name: str) -> tuple[str, ...] | None:
         """The games a bot plays (empty: any), or None if no such bot is available."""
@@ -314,25 +352,21 @@ class Hub:
         seats: list[Seat] = []
         try:
             for index, name in sorted(enumerate(bot_names), key=lambda seat: seat[1]):
+                if name not in self.sessions and self._arriving(name):
+                    # On its way to a worker (another match here, or the ladder, moved it meanwhile).
+                    await self.arrivals([name])
+                    if name not in self.sessions and self.elsewhere(name) is None:
+                        raise HubError("unknown_bot", f"{name!r} was moved between workers and did not reconnect")
                 if name in self.hosted:
                     bot = self.hosted[name].factory(bot_seed(seed, index))
                     await self._warm(name, bot)
                     # A bot that searches for long on each move thinks on a thread, beside the loop.
                     seat_type = ThreadedInProcessSeat if getattr(bot, "thinks_off_loop", False) else InProcessSeat
                     seats.append(seat_type(bot, SeatInfo(index, name, 1, "hosted")))
-                elif (peer := self.elsewhere(name)) is not None:
-                    # Connected to another worker: that worker relays this seat's turns to it and its answers
-                    # back (arena_server.seats.peer), and holds it to one match at a time as for its own.
-                    if any(isinstance(s, PeerSeat) and s.info.bot_name == name for s in seats):
-                        raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
-                    relayed = PeerSeat(self.peers.socket_dir, peer, SeatInfo(index, name, 1, "remote"))
-                    seats.append(relayed)
-                    try:
-                        await relayed.claim(on_queued, wait)
-                    except RelayBusy as exc:
-                        raise HubError("busy", str(exc)) from None
-                    except RelayRefused as exc:
-                        raise HubError("unknown_bot", str(exc)) from None
+                elif (peer := self.elsewhere(name)) is not None and await self._seat_relayed(
+                    peer, SeatInfo(index, name, 1, "remote"), seats, on_queued, wait
+                ):
+                    pass  # (connected to another worker, and seated there; one that moved here is seated below)
                 elif name not in self.sessions and self.registry is not None:
                     seats.append(self.registry.seat(name, index))  # a live session under the name wins
                 else:
@@ -393,6 +427,61 @@ class Hub:
             if not waiter.done():
                 waiter.set_result(record.match_id)
         return running
+
+    async def _seat_relayed(
+        self,
+        peer: Any,
+        info: SeatInfo,
+        seats: list[Seat],
+        on_queued: Callable[[str, int], Awaitable[None]] | None,
+        wait: bool,
+    ) -> bool:
+        """Seat a bot connected to another worker (``peer``, its directory entry) through that worker's relay.
+
+        That worker relays the seat's turns to the bot and its answers back (``arena_server.seats.peer``),
+        and holds it to one match at a time as for its own. A bot that follows redirects and is idle there
+        is instead sent here (this worker's own port): this waits for it to reconnect and returns False,
+        and the caller seats it as a bot of this worker's. One that reconnects elsewhere is relayed from there.
+
+        Returns:
+            True when the bot is seated through the relay (the seat is in ``seats``).
+        """
+        name = info.bot_name
+        peers = self.peers
+        assert peers is not None
+        if any(isinstance(s, PeerSeat) and s.info.bot_name == name for s in seats):
+            raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
+        offer = (peers.port, peers.me) if peer.redirects and peers.port and peers.me is not None else None
+        for attempt in range(3):
+            relayed = PeerSeat(peers.socket_dir, peer, info, offer if attempt == 0 else None)
+            seats.append(relayed)
+            try:
+                await relayed.claim(on_queued, wait)
+                return True
+            except RelayBusy as exc:
+                raise HubError("busy", str(exc)) from None
+            except RelayRefused as exc:
+                raise HubError("unknown_bot", str(exc)) from None
+            except RelayMoved:
+                seats.remove(relayed)
+                await relayed.close()
+            # On its way here, or moved elsewhere by another match. The directory may still show where it was
+            # (the writer's notice of the move and the relay's answer come on different sockets): wait for a
+            # session here or a settled new entry.
+            deadline = time.monotonic() + ARRIVAL_WAIT
+            while name not in self.sessions and time.monotonic() < deadline:
+                now = peers.directory.get(name)
+                if now is not None and now.key != peer.key and not now.moving and now.worker != peers.me:
+                    break
+                await asyncio.sleep(0.005)
+            if name in self.sessions:
+                return False
+            peer = self.elsewhere(name)
+            if peer is None:
+                break
+        raise HubError(
+            "unknown_bot", f"{name!r} was moved between workers and did not reconnect in {ARRIVAL_WAIT:g} s; try again"
+        )
 
     async def _warm(self, name: str, bot: Any) -> None:
         """Run a hosted bot's one-off first-match work (``warm_up()``) on a worker thread, once per process.

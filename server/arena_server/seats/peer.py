@@ -141,6 +141,10 @@ class RelayBusy(RelayRefused):
     """The bot plays another match, and the claim was not to wait (:meth:`PeerSeat.claim` with ``wait=False``)."""
 
 
+class RelayMoved(Exception):
+    """The bot left its worker: redirected here (the claim offered this worker's port), or by another match."""
+
+
 class PeerSeat(Seat):
     """A seat played by a remote bot connected to another worker, through that worker's relay.
 
@@ -148,10 +152,13 @@ class PeerSeat(Seat):
         socket_dir: The directory of the workers' relay sockets.
         bot: The bot as the directory holds it (``arena_server.store.writer.Connected``: its worker's index).
         info: The seat.
+        here: ``(port, index)`` of this worker, to offer a bot that follows redirects: if it is idle, its
+            worker moves it here instead of relaying it, and :meth:`claim` raises :class:`RelayMoved`.
     """
 
-    def __init__(self, socket_dir: str, bot: Any, info: SeatInfo) -> None:
+    def __init__(self, socket_dir: str, bot: Any, info: SeatInfo, here: tuple[int, int] | None = None) -> None:
         super().__init__(info)
+        self.here = here
         self.path = relay_path(socket_dir, bot.worker)
         self.worker = int(bot.worker)
         self.last_turn_args: tuple[Turn, Sequence[PublicMove]] | None = None
@@ -174,6 +181,7 @@ class PeerSeat(Seat):
         Raises:
             RelayBusy: the bot plays another match and ``wait`` is False.
             RelayRefused: the bot left, or its worker cannot be reached.
+            RelayMoved: the bot left that worker: sent to ``here``, or elsewhere by another match.
         """
         name = self.info.bot_name
         loop = asyncio.get_running_loop()
@@ -186,7 +194,7 @@ class PeerSeat(Seat):
                 f"{name!r} is connected to worker {self.worker}, which could not be reached ({exc}); try again"
             ) from None
         try:
-            self._frames.send(pickled(("claim", name, wait)))
+            self._frames.send(pickled(("claim", name, wait, *(self.here or ()))))
             while True:
                 reply = await self._claim_replies.get()
                 if reply[0] == "queued":
@@ -196,6 +204,8 @@ class PeerSeat(Seat):
                     return
                 elif reply[0] == "busy":
                     raise RelayBusy(str(reply[1]))
+                elif reply[0] == "moved":
+                    raise RelayMoved(f"{name!r} left worker {self.worker} for another")
                 else:
                     raise RelayRefused(str(reply[1]))
         except BaseException:
