@@ -17,6 +17,12 @@ it takes the time a round, and prints the median for the pairs that first reache
 line (units, redirects, and how long a moved bot took to arrive) for each redirected run. The time a
 round includes the bots' SDK work in this process, as ``bench_relay.py``'s does.
 
+Then the same for a challenge (``--no-ladder``): registered bot ``x`` challenges ``y`` for
+``CHALLENGES`` matches of ``ROUNDS`` rounds from a source address the kernel hands to the other worker
+than ``y``'s. Relayed, every match crosses the relay; redirected, ``y`` is moved to ``x``'s worker
+before the first and stays there. It prints the median time a round over the matches of all runs and
+how many times ``y`` was moved.
+
 Run: ``.venv/bin/python bench/bench_redirect.py [--seconds S] [--repeats N]``.
 """
 
@@ -51,6 +57,7 @@ ROUNDS = 1000
 WARMUP = 4
 SECONDS = 8.0
 REPEATS = 3
+CHALLENGES = 6
 FINISHED = "SELECT COUNT(*) FROM matches WHERE rated = 1 AND status = 'finished'"
 SPANS = (
     "SELECT m.started_at, m.ended_at, a.bot_name, b.bot_name FROM matches m "
@@ -124,13 +131,59 @@ def measure(follow: bool, folder: str, repeat: int, seconds: float) -> tuple[lis
     return across, same, line.removeprefix("arena: ladder: ")
 
 
+def measure_challenge(follow: bool, folder: str, repeat: int) -> tuple[list[float], int]:
+    """Microseconds a round of each of ``x``'s challenge matches against ``y`` on the other worker; y's moves."""
+    db = str(Path(folder) / f"challenge-{follow}-{repeat}.db")
+    proc, port = start_server(2, db, "0.0.0.0")
+
+    async def play() -> int:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = bp_grpc.BotServiceStub(channel)
+            tokens = {n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in "xy"}
+        y = Client(Quick(), f"127.0.0.2:{port}", name="y", token=tokens["y"], threaded=False, follow_redirects=follow)
+        waiting = asyncio.ensure_future(y.play())
+        try:
+            while not y.session_token:
+                await asyncio.sleep(0.01)
+            theirs = worker_holding(proc, "127.0.0.2", port)
+            for i in range(3, 60):  # (a source address the kernel gives the other worker)
+                x = Client(Quick(), f"127.0.0.{i}:{port}", name="x", token=tokens["x"], threaded=False)
+                probe = asyncio.ensure_future(x.play())
+                while not x.session_token:
+                    await asyncio.sleep(0.01)
+                ours = worker_holding(proc, f"127.0.0.{i}", port)
+                probe.cancel()
+                await asyncio.gather(probe, return_exceptions=True)
+                if ours != theirs:
+                    break
+            else:
+                raise SystemExit("no source address reached the other worker; run again")
+            await x.play(opponent="y", params={"rounds": ROUNDS}, matches=CHALLENGES)
+            return y.redirects
+        finally:
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+
+    try:
+        moves = asyncio.run(play())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    spans = query(db, "SELECT started_at, ended_at FROM matches WHERE status = 'finished'")
+    times = [(datetime.fromisoformat(e) - datetime.fromisoformat(s)).total_seconds() / ROUNDS * 1e6 for s, e in spans]
+    return times, moves
+
+
 def main() -> None:
     args = timed_runs(__doc__.splitlines()[0], SECONDS, REPEATS)
     relayed, redirected = [], []
+    challenges: dict[bool, list[tuple[list[float], int]]] = {False: [], True: []}
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(args.repeats):
             relayed.append(measure(False, folder, repeat, args.seconds))
             redirected.append(measure(True, folder, repeat, args.seconds))
+            for follow in (False, True):
+                challenges[follow].append(measure_challenge(follow, folder, repeat))
     print(
         f"ladder of {BOTS} remote SDK bots (inline) on arena serve --workers 2, {ROUNDS}-round RPS, one match at a "
         f"time, {args.seconds:g} s counted after {WARMUP} matches, {args.repeats} runs each"
@@ -148,6 +201,15 @@ def main() -> None:
         print("  different workers: no match in one configuration; count longer (--seconds) or more runs (--repeats)")
     else:
         print(f"  different workers, redirected / relayed: {medians['redirected'] / medians['relayed']:.2f}x")
+    what = f"a challenge of {CHALLENGES} {ROUNDS}-round matches against a bot on the other worker"
+    print(f"{what} ({args.repeats} runs):")
+    rounds = {}
+    for follow, label in ((False, "relayed"), (True, "redirected")):
+        times = [t for run in challenges[follow] for t in run[0]]
+        moved = [run[1] for run in challenges[follow]]
+        rounds[follow] = statistics.median(times)
+        print(f"  {label:10s}  {spread(times)}   the opponent moved {'/'.join(map(str, moved))} times")
+    print(f"  challenge, redirected / relayed: {rounds[True] / rounds[False]:.2f}x")
 
 
 def spread(times: list[float]) -> str:
