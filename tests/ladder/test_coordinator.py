@@ -389,12 +389,12 @@ async def test_a_bot_whose_own_challenge_waits_for_its_opponent_is_not_redirecte
             challenging = asyncio.ensure_future(challenger.play(opponent="holder", game="rps", give_up_after=20))
             await until(lambda: opponent.queued == 1, "the challenge did not wait for its opponent")
             session = live_server.hub.sessions["mover"]
-            assert not session.busy.locked() and not session.queued and session.challenges == 1
+            assert not session.busy.locked() and not session.queued and live_server.hub.challenging[session] == 1
             assert await ask(units, ("redirect", 1, "mover", live_server.port, 0)) == [("done", 1, ["mover"])]
             assert not session.is_closed and challenger.redirects == 0
         results = await asyncio.wait_for(challenging, 30)
         assert len(results) == 1 and challenger.connections == 1
-        await until(lambda: session.challenges == 0, "the challenge was not counted out")
+        await until(lambda: session not in live_server.hub.challenging, "the challenge was not counted out")
         moved = asyncio.ensure_future(challenger.play(give_up_after=20))  # (idle now, waiting to be seated)
         await until(lambda: challenger.connections == 2 and "mover" in live_server.hub.sessions, "no reconnection")
         assert await ask(units, ("redirect", 2, "mover", live_server.port, 0)) == [("redirected", 2, None)]

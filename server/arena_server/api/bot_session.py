@@ -428,11 +428,14 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
                 return
 
     async def _challenge(self, session: RemoteSession, ch: bs.Challenge) -> None:
-        session.challenges += 1  # (a redirect would drop it: the ladder leaves the bot where it is meanwhile)
+        challenging = self.hub.challenging  # (a redirect would drop it: the bot is not moved meanwhile)
+        challenging[session] += 1
         try:
             await self._challenge_matches(session, ch)
         finally:
-            session.challenges -= 1
+            challenging[session] -= 1
+            if not challenging[session]:
+                del challenging[session]
 
     async def _challenge_matches(self, session: RemoteSession, ch: bs.Challenge) -> None:
         hub = self.hub

@@ -131,6 +131,9 @@ class Hub:
         self.stop_reason = "the server is shutting down"
         self._local_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.challenging: collections.Counter[RemoteSession] = collections.Counter()
+        """The remote sessions with a challenge of their own in progress, and how many (kept out of the session
+        object: past 30 attributes CPython stops sharing an instance dict's keys)."""
         self._next_match: dict[str, list[asyncio.Future[str]]] = {}
         self._warming: dict[str, asyncio.Future[None]] = {}
         """Hosted bot name -> its ``warm_up()`` on a worker thread (done: warm in this process)."""
@@ -193,7 +196,7 @@ class Hub:
         session = self.sessions.get(name)
         if session is None or session.is_closed or not session.follows_redirects or session.guest:
             return "no"  # (a guest is seated by its session's token, which a new session would not have)
-        if session.busy.locked() or session.queued or session.challenges:
+        if session.busy.locked() or session.queued or session in self.challenging:
             return "busy"
         async with session.busy:  # (nothing seats it here while it is told to go)
             key = self.drop_session(session)

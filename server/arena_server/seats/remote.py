@@ -168,8 +168,6 @@ class RemoteSession:
         the shutdown's status instead of OK (``arena_server.api.bot_session``)."""
         self.follows_redirects = False
         """The bot's Hello set ``follows_redirects``: it reconnects where a :meth:`redirect` says."""
-        self.challenges = 0
-        """The bot's own challenges in progress here (one waiting for its opponent holds no lock of this session's)."""
 
     @property
     def is_settled(self) -> bool:
