@@ -58,9 +58,14 @@ async def ask(folder: str, *requests: tuple[Any, ...]) -> list[tuple[str, Any, A
     while over < len(requests):
         reply = await asyncio.wait_for(read_message(reader), 30)
         replies.append(reply)
-        over += reply[0] in ("done", "failed", "redirected")
+        over += reply[0] in ("done", "over", "failed", "redirected")
     writer.close()
     return replies
+
+
+def outcomes(replies: list[tuple[str, Any, Any]]) -> list[Outcome]:
+    """The match outcomes among a worker's replies, in order (``ended``, and the one that goes with ``over``)."""
+    return [value if kind == "ended" else value[0] for kind, _unit, value in replies if kind in ("ended", "over")]
 
 
 def main_hub(live: LiveServer, folder: str, directory: dict[str, Connected] | None = None) -> Hub:
@@ -77,12 +82,12 @@ def main_hub(live: LiveServer, folder: str, directory: dict[str, Connected] | No
 async def test_a_worker_plays_a_unit_and_sends_back_only_its_outcome(live_server: LiveServer, units: str) -> None:
     game = load_game("rps", rounds=20)
     replies = await ask(units, ("play", 7, game, ["rock", "rotate"], None))
-    assert [(kind, unit) for kind, unit, _value in replies] == [("ended", 7), ("done", 7)]
-    outcome = replies[0][2]
+    assert [(kind, unit) for kind, unit, _value in replies] == [("over", 7)]  # (one match: one message)
+    outcome, busy = replies[0][2]
     assert isinstance(outcome, Outcome)
     assert outcome.termination == Termination.NORMAL
     assert [(s.seat, s.bot_name) for s in outcome.seats] == [(0, "rock"), (1, "rotate")]
-    assert replies[1][2] == []
+    assert busy == []
     assert set(Outcome._fields) == {"match_id", "termination", "offender", "reason", "seats"}  # no seed, no moves
     rated = await scalar(
         live_server.store,
@@ -97,14 +102,8 @@ async def test_units_sent_together_on_one_connection_play_at_once_and_answer_by_
     replies = await ask(
         units, ("play", 1, long, ["rock", "rotate"], None), ("play", 2, short, ["beat-last", "random"], None)
     )
-    assert sorted((kind, unit) for kind, unit, _value in replies) == [
-        ("done", 1),
-        ("done", 2),
-        ("ended", 1),
-        ("ended", 2),
-    ]
-    assert replies.index(("done", 2, [])) < replies.index(("done", 1, []))  # the short one did not wait for the long
-    names = {unit: [s.bot_name for s in value.seats] for kind, unit, value in replies if kind == "ended"}
+    assert [(kind, unit) for kind, unit, _value in replies] == [("over", 2), ("over", 1)]  # (the short one first)
+    names = {unit: [s.bot_name for s in value[0].seats] for _kind, unit, value in replies}
     assert names == {1: ["rock", "rotate"], 2: ["beat-last", "random"]}
 
 
@@ -113,10 +112,10 @@ async def test_a_dice_unit_is_a_duplicate_set_on_one_worker(
 ) -> None:
     add_bot(live_server, extra_bots, HostedBot("random-b", ("liars_dice",), RandomBot, "second random"))
     replies = await ask(units, ("play", 3, load_game("liars_dice", dice=2), ["random", "random-b"], None))
-    assert [kind for kind, _unit, _value in replies] == ["ended", "ended", "done"]
-    first, second = (tuple(s.bot_name for s in value.seats) for _kind, _unit, value in replies[:2])
+    assert [kind for kind, _unit, _value in replies] == ["ended", "over"]
+    first, second = (tuple(s.bot_name for s in outcome.seats) for outcome in outcomes(replies))
     assert second == first[::-1]
-    records = [await live_server.store.get_match(value.match_id) for _kind, _unit, value in replies[:2]]
+    records = [await live_server.store.get_match(outcome.match_id) for outcome in outcomes(replies)]
     assert records[0] is not None and records[1] is not None and records[0].seed == records[1].seed
 
 
@@ -134,7 +133,7 @@ async def test_a_request_that_is_not_a_unit_is_answered_failed_and_the_connectio
 ) -> None:
     replies = await ask(units, request_, ("play", 6, load_game("rps", rounds=3), ["rock", "rotate"], None))  # type: ignore[arg-type]
     assert replies[0][:2] == ("failed", unit) and "not a ladder unit" in replies[0][2], replies
-    assert [(kind, u) for kind, u, _value in replies[1:]] == [("ended", 6), ("done", 6)]
+    assert [(kind, u) for kind, u, _value in replies[1:]] == [("over", 6)]
 
 
 async def test_a_unit_with_a_bot_the_worker_cannot_seat_ends_quietly(units: str) -> None:

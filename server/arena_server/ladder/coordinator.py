@@ -74,8 +74,10 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
     A request is ``("play", unit, game, names, time_control)``, ``unit`` a number the coordinator
     chose. Each match's :class:`Outcome` goes back as ``("ended", unit, outcome)`` when the match ends
     (after the store writer committed it), then ``("done", unit, busy)`` with the seating found busy
-    (empty unless a remote bot played another match). A request this cannot read, or a unit that
-    fails, is answered ``("failed", unit, reason)`` (``unit`` None when the request had none).
+    (empty unless a remote bot played another match); the last match's outcome goes with the end, as
+    ``("over", unit, (outcome, busy))`` (one message a unit of one match instead of two). A request this
+    cannot read, or a unit that fails, is answered ``("failed", unit, reason)`` (``unit`` None when the
+    request had none).
 
     The other request is ``("redirect", unit, name, port, index)``: the remote bot ``name``, if it is
     connected here, follows redirects and is idle, is moved to worker ``index`` on its ``port``, where its
@@ -99,12 +101,16 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
             task.add_done_callback(playing.discard)
 
         async def play(unit: object, game: Game, names: list[str], time_control: Any) -> None:
+            last: list[Outcome] = []  # (the last match's outcome goes with the unit's end: one message, not two)
+
             async def ended(outcome: Outcome) -> None:
-                tell(("ended", unit, outcome))
+                if last:
+                    tell(("ended", unit, last.pop()))
+                last.append(outcome)
 
             try:
                 busy = await play_unit(hub, game, names, time_control, ended)
-                tell(("done", unit, busy))
+                tell(("over", unit, (last[0], busy)) if last else ("done", unit, busy))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the worker keeps serving; the coordinator logs it
@@ -354,7 +360,10 @@ class LadderCoordinator(Ladder):
                 if kind == "ended":
                     outcome: Outcome = value
                     await self._after(pool, outcome)
-                elif kind == "done":
+                elif kind in ("done", "over"):
+                    if kind == "over":
+                        outcome, value = value
+                        await self._after(pool, outcome)
                     assert self.hub.peers is not None
                     self._rest([name for name in value if name in self.hub.peers.directory])
                     return
