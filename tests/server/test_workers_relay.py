@@ -25,6 +25,8 @@ import grpc
 import httpx
 import pytest
 
+from arena.v1 import bots_pb2 as bp
+from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena.v1 import common_pb2 as common
 from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
@@ -312,6 +314,56 @@ def test_matches_that_want_the_same_two_bots_in_either_order_never_wait_on_each_
             assert all(r.record.termination == common.TERMINATION_NORMAL for r in replies)
 
     asyncio.run(scenario())
+
+
+async def register(port: int, names: list[str]) -> dict[str, str]:
+    """Register ``names`` (RPS); their tokens. A registered bot that follows redirects (the SDK's default) is
+    moved to the worker of its next match when it is idle there; a guest never is."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = bp_grpc.BotServiceStub(channel)
+        return {n: (await stub.RegisterBot(bp.RegisterBotRequest(name=n, games=["rps"]))).token for n in names}
+
+
+def test_registered_bots_wanted_by_matches_on_both_workers_at_once_are_moved_and_play_every_match(
+    server: tuple[int, int],
+) -> None:
+    """The scenarios above with registered bots that follow redirects: a match on one worker moves an idle
+    bot there while a match on the other worker is seating it. Two challengers at once against each of
+    twelve bots, then eight ``CreateMatch`` calls at once for the same two bots in either order: every
+    match is played to its end, and some of the bots were moved."""
+    port, _http = server
+
+    async def scenario() -> list[Client]:
+        names = [f"mover-{i}" for i in range(PEERS)]
+        tokens = await register(port, [*names, "order-a", "order-b"])
+        first = Client(Paper("first"), f"127.0.0.40:{port}", name="first", threaded=False)
+        second = Client(Paper("second"), f"127.0.0.41:{port}", name="second", threaded=False)
+        movers = [Client(Paper(n), f"127.0.0.{i + 2}:{port}", name=n, token=tokens[n]) for i, n in enumerate(names)]
+        async with waiting(movers):
+            for mover in movers:
+                both = await asyncio.gather(
+                    first.play(opponent=mover.name, params={"rounds": ROUNDS}, reconnect=False),
+                    second.play(opponent=mover.name, params={"rounds": ROUNDS}, reconnect=False),
+                )
+                assert [r[0].termination.name for r in both] == ["NORMAL", "NORMAL"], (mover.name, both)
+        pair = [
+            Client(Paper(n), f"127.0.0.{i + 20}:{port}", name=n, token=tokens[n])
+            for i, n in enumerate(["order-a", "order-b"])
+        ]
+        async with waiting(pair):
+            calls = [
+                create(f"127.0.0.{30 + k}:{port}", ["order-a", "order-b"] if k % 2 else ["order-b", "order-a"], tokens)
+                for k in range(8)
+            ]
+            replies = await asyncio.wait_for(asyncio.gather(*calls), 60)
+            assert all(r.record.termination == common.TERMINATION_NORMAL for r in replies)
+        return movers + pair
+
+    clients = asyncio.run(scenario())
+    assert sum(c.redirects for c in clients) >= 1, [(c.name, c.connections) for c in clients]
+    assert all(c.connections == 1 + c.redirects for c in clients), [
+        (c.name, c.connections, c.redirects) for c in clients
+    ]
 
 
 class FirstCell(Bot):
