@@ -456,7 +456,7 @@ class BotSessionServicer(bs_grpc.BotSessionServiceServicer):
             game = hub.resolve_game(ch.game, params_from_proto(ch.params))
             if ch.opponent == session.name:
                 raise HubError("bad_params", "a bot cannot challenge itself; name another opponent")
-            await hub.arrivals([ch.opponent])  # (an opponent the ladder is moving to another worker)
+            await hub.arrivals([ch.opponent])  # (an opponent on its way to another worker is waited for)
             hub.check_bots(
                 game, [ch.opponent] * game.num_players if game.num_players > 2 else [ch.opponent, ch.opponent]
             )

@@ -109,7 +109,7 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
             check_request_limits(game, tc)
             if request.seed:
                 check_chosen_seed(hub, list(request.bots))
-            await hub.arrivals(request.bots)  # (a bot the ladder is moving to another worker is waited for)
+            await hub.arrivals(request.bots)  # (a bot on its way to another worker is waited for)
             await authorize_bots(hub, list(request.bots), request.bot_tokens)
             if self.in_flight.get(caller, 0) >= MAX_MATCHES_PER_CALLER:
                 raise HubError(
