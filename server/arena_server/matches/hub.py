@@ -79,6 +79,22 @@ class HubError(Exception):
         self.code = code
 
 
+async def _wait_while(pending: Callable[[], bool]) -> None:
+    """Wait while ``pending()`` holds, at most :data:`ARRIVAL_WAIT` seconds (a remote bot moving between workers)."""
+    deadline = time.monotonic() + ARRIVAL_WAIT
+    while pending() and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+
+
+def _not_arrived(name: str) -> HubError:
+    """The refusal of a match whose remote bot was moved between workers and did not reconnect in time."""
+    return HubError(
+        "unknown_bot",
+        f"{name!r} was moved to another worker of this server and has not reconnected in {ARRIVAL_WAIT:g} s; "
+        "try again when it is back",
+    )
+
+
 @dataclass
 class RunningMatch:
     """A match in progress and the people watching it (their queues, told when it closes)."""
@@ -166,13 +182,10 @@ class Hub:
 
     async def arrivals(self, names: Sequence[str]) -> None:
         """Wait (at most :data:`ARRIVAL_WAIT` seconds) while a remote bot of ``names`` is on its way to another
-        worker (redirected there by the ladder: ``Connected.moving``), so a match or a challenge that names it
+        worker (redirected there by a match: ``Connected.moving``), so a match or a challenge that names it
         in those few milliseconds seats it where it arrives instead of finding no such bot."""
-        if self.peers is None or not any(self._arriving(name) for name in names):
-            return
-        deadline = time.monotonic() + ARRIVAL_WAIT
-        while any(self._arriving(name) for name in names) and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
+        if self.peers is not None:
+            await _wait_while(lambda: any(self._arriving(name) for name in names))
 
     def _arriving(self, name: str) -> bool:
         """Whether the remote bot ``name`` is on its way: redirected and not yet reconnected, or claimed here in
@@ -276,11 +289,7 @@ class Hub:
         for name in bot_names:
             games = self.games_of(name)
             if games is None and self.peers is not None and self.peers.moving(name):
-                raise HubError(
-                    "unknown_bot",
-                    f"{name!r} was moved to another worker of this server and has not reconnected in "
-                    f"{ARRIVAL_WAIT:g} s; try again when it is back",
-                )
+                raise _not_arrived(name)
             if games is None:
                 available = ", ".join(self.all_bot_names()) or "none"
                 raise HubError("unknown_bot", f"no bot named {name!r} is hosted or connected; available: {available}")
@@ -359,7 +368,7 @@ class Hub:
                     # On its way to a worker (another match here, or the ladder, moved it meanwhile).
                     await self.arrivals([name])
                     if name not in self.sessions and self.elsewhere(name) is None:
-                        raise HubError("unknown_bot", f"{name!r} was moved between workers and did not reconnect")
+                        raise _not_arrived(name)
                 if name in self.hosted:
                     bot = self.hosted[name].factory(bot_seed(seed, index))
                     await self._warm(name, bot)
@@ -468,23 +477,22 @@ class Hub:
             except RelayMoved:
                 seats.remove(relayed)
                 await relayed.close()
+
             # On its way here, or moved elsewhere by another match. The directory may still show where it was
             # (the writer's notice of the move and the relay's answer come on different sockets): wait for a
             # session here or a settled new entry.
-            deadline = time.monotonic() + ARRIVAL_WAIT
-            while name not in self.sessions and time.monotonic() < deadline:
+            def unsettled(left: str = peer.key) -> bool:
                 now = peers.directory.get(name)
-                if now is not None and now.key != peer.key and not now.moving and now.worker != peers.me:
-                    break
-                await asyncio.sleep(0.005)
+                elsewhere = now is not None and now.key != left and not now.moving and now.worker != peers.me
+                return name not in self.sessions and not elsewhere
+
+            await _wait_while(unsettled)
             if name in self.sessions:
                 return False
             peer = self.elsewhere(name)
             if peer is None:
                 break
-        raise HubError(
-            "unknown_bot", f"{name!r} was moved between workers and did not reconnect in {ARRIVAL_WAIT:g} s; try again"
-        )
+        raise _not_arrived(name)
 
     async def _warm(self, name: str, bot: Any) -> None:
         """Run a hosted bot's one-off first-match work (``warm_up()``) on a worker thread, once per process.
