@@ -18,8 +18,9 @@ line (units, redirects, and how long a moved bot took to arrive) for each redire
 round includes the bots' SDK work in this process, as ``bench_relay.py``'s does.
 
 Then the same for a challenge (``--no-ladder``): registered bot ``x`` challenges ``y`` for
-``CHALLENGES`` matches of ``ROUNDS`` rounds from a source address the kernel hands to the other worker
-than ``y``'s. Relayed, every match crosses the relay; redirected, ``y`` is moved to ``x``'s worker
+``CHALLENGES`` matches of ``ROUNDS`` rounds, connected to the own port of the other worker than ``y``'s
+(through the shared port the kernel picks a worker per connection, by a hash that includes the source
+port). Relayed, every match crosses the relay; redirected, ``y`` is moved to ``x``'s worker
 before the first and stays there. It prints the median time a round over the matches of all runs and
 how many times ``y`` was moved.
 
@@ -50,7 +51,7 @@ from arena.v1 import bots_pb2 as bp
 from arena.v1 import bots_pb2_grpc as bp_grpc
 from arena_client import Bot, Turn
 from arena_client.remote import Client
-from tests.server.test_workers import worker_holding
+from tests.server.test_workers import own_ports, worker_holding
 
 BOTS = 8
 ROUNDS = 1000
@@ -146,18 +147,9 @@ def measure_challenge(follow: bool, folder: str, repeat: int) -> tuple[list[floa
             while not y.session_token:
                 await asyncio.sleep(0.01)
             theirs = worker_holding(proc, "127.0.0.2", port)
-            for i in range(3, 60):  # (a source address the kernel gives the other worker)
-                x = Client(Quick(), f"127.0.0.{i}:{port}", name="x", token=tokens["x"], threaded=False)
-                probe = asyncio.ensure_future(x.play())
-                while not x.session_token:
-                    await asyncio.sleep(0.01)
-                ours = worker_holding(proc, f"127.0.0.{i}", port)
-                probe.cancel()
-                await asyncio.gather(probe, return_exceptions=True)
-                if ours != theirs:
-                    break
-            else:
-                raise SystemExit("no source address reached the other worker; run again")
+            # (the other worker's own port: through the shared one the kernel picks a worker per connection)
+            other = next(own for pid, own in own_ports(proc, port).items() if pid != theirs)
+            x = Client(Quick(), f"127.0.0.1:{other}", name="x", token=tokens["x"], threaded=False)
             await x.play(opponent="y", params={"rounds": ROUNDS}, matches=CHALLENGES)
             return y.redirects
         finally:

@@ -247,6 +247,31 @@ def worker_holding(proc: subprocess.Popen[str], address: str, port: int) -> int:
     raise AssertionError(f"no worker of {proc.pid} holds the connection to {address}:{port}")
 
 
+def own_ports(proc: subprocess.Popen[str], port: int) -> dict[int, int]:
+    """Each worker's own port (where a Redirect sends bots), by the worker's pid: the port other than the
+    shared ``port`` that the worker listens on, from ``/proc/net/tcp``/``tcp6`` and the worker's descriptors.
+
+    A connection to the shared port reaches a worker the kernel picks by a hash that includes the source
+    port, so a test that needs a given worker connects to that worker's own port instead.
+    """
+    listening: dict[str, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                listening[f"socket:[{fields[9]}]"] = int(fields[1].rsplit(":", 1)[1], 16)
+    ports = {}
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout
+    for pid in map(int, children.split()):
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    found = listening.get(os.readlink(fd))
+                    if found is not None and found != port:
+                        ports[pid] = found
+    return ports
+
+
 async def on_two_workers(proc: subprocess.Popen[str]) -> list[tuple[grpc.aio.Channel, int]]:
     """Two channels whose connections landed on different workers, with those workers' pids.
 
