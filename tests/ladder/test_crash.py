@@ -204,7 +204,8 @@ def test_sigkill_mid_ladder_then_restart(tmp_path: Path, workers: tuple[str, ...
     finally:
         err = close(server)
     assert "stopped" in err, err
-    assert query(db, RUNNING) == 0
+    left = query(db, RUNNING)
+    assert left == 0, f"{left} matches left running after a clean stop; the server said:\n{err}"
     assert (
         query(
             db,

@@ -20,8 +20,13 @@ import grpc
 import pytest
 
 from arena.v1 import common_pb2 as common
+from arena_bots import hosted_bots
 from arena_client import Termination
+from arena_games import load_game
 from arena_server.api.authority import MAX_ROUNDS
+from arena_server.matches.hub import Hub
+from arena_server.referee.records import MatchRecord
+from arena_server.store.database import Store
 from tests.fakes.grpc_bots import RawBot
 from tests.server._serving import free_port, look, running_matches, start_server, stop_server, wait_for
 
@@ -146,3 +151,39 @@ def test_ladder_matches_of_hosted_bots_running_at_ctrl_c_are_stored_as_aborted(t
     for status, termination, reason, moves in rows:
         assert (status, termination, reason) == ("aborted", int(Termination.ABORTED), REASON)
         assert 0 < moves < 2 * 10_000_000  # stopped part-way, with what was played kept
+
+
+async def test_a_match_being_stored_when_the_shutdown_begins_is_recorded_as_aborted_before_it_returns(
+    tmp_path: Path,
+) -> None:
+    """The shutdown must wait for a match whose start is still being written, even with none running yet.
+
+    A ladder unit that passed the hub's last ``stopping`` check just before the signal is still writing
+    its match when :meth:`Hub.shutdown` looks at what runs. A shutdown that saw nothing running returned
+    at once, the server closed its store, and the match stayed 'running' in the database (CI, the
+    two-worker crash test: 2 left running). Here the start's write is held for 0.3 s on a real store.
+    """
+    db = tmp_path / "arena.db"
+    store = await Store.open(db)
+    hub = Hub(store, hosted_bots())
+    write_start = store.start_match
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def held_start(record: MatchRecord) -> str:
+        entered.set()
+        await release.wait()
+        return await write_start(record)
+
+    store.start_match = held_start  # type: ignore[method-assign]
+    try:
+        starting = asyncio.ensure_future(hub.start_match(load_game("rps", rounds=100_000), ["rock", "rotate"]))
+        await asyncio.wait_for(entered.wait(), 10)
+        asyncio.get_running_loop().call_later(0.3, release.set)
+        await hub.shutdown(REASON, grace=5.0)
+        rows = look(db, "SELECT status, termination, reason FROM matches", [])  # before the store closes
+        running = await starting
+    finally:
+        await store.close()
+    assert rows == [("aborted", int(Termination.ABORTED), REASON)]
+    assert running.record.termination == Termination.ABORTED

@@ -86,6 +86,14 @@ async def _wait_while(pending: Callable[[], bool]) -> None:
         await asyncio.sleep(0.005)
 
 
+def _started(starting: set[asyncio.Future[None]], future: asyncio.Future[None] | None) -> None:
+    """A match being started is in :attr:`Hub.running` now, or will never be: wake a shutdown waiting for it."""
+    if future is not None:
+        starting.discard(future)
+        if not future.done():
+            future.set_result(None)
+
+
 def _not_arrived(name: str) -> HubError:
     """The refusal of a match whose remote bot was moved between workers and did not reconnect in time."""
     return HubError(
@@ -142,6 +150,9 @@ class Hub:
         """True once :meth:`end_streams` has run: a bot stream opened after it ends at once, the same way."""
         self._unsettled: list[MatchRecord] = []
         """Voided matches the database refused to mark aborted; retried after its next successful write."""
+        self._starting: set[asyncio.Future[None]] = set()
+        """One future per match past its last ``stopping`` check and not yet in :attr:`running` (being
+        stored): :meth:`shutdown` waits for these too, or it could return before they exist."""
         self.store_fault: str | None = None
         """What the database said when it last refused to start a match (None once it works again)."""
         self.stop_reason = "the server is shutting down"
@@ -362,6 +373,7 @@ class Hub:
         tc = time_control or self.default_time_control
         locked: list[RemoteSession] = []
         seats: list[Seat] = []
+        starting: asyncio.Future[None] | None = None
         try:
             for index, name in sorted(enumerate(bot_names), key=lambda seat: seat[1]):
                 if name not in self.sessions and self._arriving(name):
@@ -393,6 +405,8 @@ class Hub:
             seats.sort(key=lambda seat: seat.info.seat)  # (taken in the order of the names)
             if self.stopping:
                 raise HubError("stopping", "the server is shutting down; try again when it is back")
+            starting = asyncio.get_running_loop().create_future()
+            self._starting.add(starting)
             record = MatchRecord(
                 match_id="",
                 game=game,
@@ -424,6 +438,7 @@ class Hub:
             else:
                 record.match_id = f"local-{next(self._local_ids)}"
         except BaseException:
+            _started(self._starting, starting)
             for session in locked:
                 session.busy.release()
             for seat in seats:
@@ -435,6 +450,7 @@ class Hub:
             running.control.abort(self.stop_reason)
         self.running[record.match_id] = running
         running.task = asyncio.ensure_future(self._run(running, seats, locked))
+        _started(self._starting, starting)
         for waiter in self._next_match.pop(game.name, []):
             if not waiter.done():
                 waiter.set_result(record.match_id)
@@ -684,14 +700,14 @@ class Hub:
         self.stop_reason = reason
         deadline = time.monotonic() + grace
         playing = [s for s in self.sessions.values() if s.busy.locked() or s.seat is not None]
-        while self.running and time.monotonic() < deadline - 1.0:
+        while (self.running or self._starting) and time.monotonic() < deadline - 1.0:
             # Matches being stored when the shutdown began join self.running (already aborted) meanwhile.
             for running in list(self.running.values()):
                 running.control.abort(reason)
-            tasks = [r.task for r in self.running.values() if r.task is not None]
-            if not tasks:
+            waits = [r.task for r in self.running.values() if r.task is not None] + list(self._starting)
+            if not waits:
                 break
-            await asyncio.wait(tasks, timeout=max(deadline - 1.0 - time.monotonic(), 0.1))
+            await asyncio.wait(waits, timeout=max(deadline - 1.0 - time.monotonic(), 0.1))
         stuck = [r for r in self.running.values() if r.task is not None and not r.task.done()]
         for running in stuck:
             assert running.task is not None

@@ -202,6 +202,8 @@ class WorkerStore(Store):
         """Set when the main process (the writer) is gone: the worker must stop, nothing can be stored."""
         self.bot_changes: asyncio.Queue[BotChange] = asyncio.Queue()
         """What the writer committed to the bot registry, for every worker (this one's own writes included)."""
+        self._closing = False
+        """True once :meth:`close` began: a lost connection is then this worker's doing, not the writer's."""
         self._pump = asyncio.ensure_future(self._receive())
         self.index: int | None = None
         """This worker's index, once it announced it serves (the writer notes which worker runs each match)."""
@@ -227,7 +229,6 @@ class WorkerStore(Store):
         return cls(conn, path, reader, writer)
 
     async def _receive(self) -> None:
-        problem = "the main process (the store writer) closed the connection"
         try:
             while True:
                 request_id, ok, value = await read_message(self._reader)
@@ -251,6 +252,11 @@ class WorkerStore(Store):
             pass
         finally:
             self.lost.set()
+            problem = (
+                "this worker closed its connection to the store writer (it is stopping)"
+                if self._closing
+                else "the main process (the store writer) closed the connection"
+            )
             for waiter in self._waiting.values():
                 if not waiter.done():
                     waiter.set_exception(StoreError(problem))
@@ -258,6 +264,8 @@ class WorkerStore(Store):
 
     async def _call(self, op: str, *args: Any) -> Any:
         if self._pump.done():
+            if self._closing:
+                raise StoreError("this worker's store is closed (the worker is stopping); nothing more is recorded")
             raise StoreError("the main process (the store writer) is gone; the match cannot be recorded")
         self._next += 1
         request_id = self._next
@@ -336,6 +344,7 @@ class WorkerStore(Store):
         return await self._call("owner", match_id)  # type: ignore[no-any-return]
 
     async def close(self) -> None:
+        self._closing = True
         self._writer.close()
         with contextlib.suppress(OSError, ConnectionError):
             await self._writer.wait_closed()
