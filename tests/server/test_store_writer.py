@@ -120,6 +120,27 @@ async def test_a_gone_writer_is_a_clear_error(tmp_path: Path) -> None:
             await worker.start_match(running.record)
 
 
+async def test_a_worker_that_closes_its_own_store_says_so_rather_than_blame_the_writer(tmp_path: Path) -> None:
+    """A request still waiting when the worker closes its store (a stopping worker), and one made after, fail
+    with the worker's own doing: before, both said the main process had closed the connection or was gone."""
+    db = tmp_path / "a.db"
+    main = await Store.open(db)
+    writer = StoreWriter(str(db), str(tmp_path / "w.sock")).start()
+    try:
+        worker = await WorkerStore.connect(str(db), writer.socket_path)
+        waiting = asyncio.ensure_future(worker.next_started("rps", None))  # answered when a match starts: never
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        await worker.close()
+        with pytest.raises(StoreError, match=r"^this worker closed its connection to the store writer"):
+            await asyncio.wait_for(waiting, 10)
+        with pytest.raises(StoreError, match=r"^this worker's store is closed \(the worker is stopping\)"):
+            await worker.owner("1")
+    finally:
+        await asyncio.to_thread(writer.close)
+        await main.close()
+
+
 async def test_a_worker_ladder_pauses_a_bot_through_the_writer(tmp_path: Path) -> None:
     """``pause_bot`` (a worker's ladder after repeated failures) is one transaction the writer commits."""
     from arena_server.store import ratings as ls
