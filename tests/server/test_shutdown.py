@@ -2,7 +2,8 @@
 
 SIGTERM or SIGINT while 30 raw gRPC bots play hosted bots: every bot must receive
 MatchEnded(aborted, "the server is shutting down"), every match must be stored as aborted
-with that reason, and the process must exit 0 within its shutdown grace.
+with that reason, and the process must exit 0 within its shutdown grace. The hub's own shutdown, in
+process, must also wait for a match whose start is still being stored.
 """
 
 from __future__ import annotations
