@@ -1,9 +1,10 @@
 """What a relayed seat costs: remote bots on different workers of ``arena serve --workers 2``.
 
-A match between two remote bots is refereed by the worker that got the
-``CreateMatch``; a bot connected to another worker plays through that
-worker's relay (``arena_server.seats.peer``), one more Unix-socket hop each
-way per move. This script starts a real ``arena serve --workers 2``, connects
+A match between two remote bots on different workers is refereed by the
+worker that got the ``CreateMatch``; the bot connected to the other worker
+plays through that worker's relay (``arena_server.seats.peer``), one more
+Unix-socket hop each way per move. (A ``CreateMatch`` whose bots are both on
+the other worker goes there.) This script starts a real ``arena serve --workers 2``, connects
 ``BOTS`` SDK bots (answering at once, inline) from as many addresses, finds
 which worker holds each connection (``/proc/net/tcp``), and times
 ``CreateMatch(wait)`` of ``ROUNDS``-round RPS matches in three placements,
@@ -11,7 +12,9 @@ interleaved ``REPEATS`` times:
 
 - ``direct``: both bots and the ``CreateMatch`` on one worker (no relay);
 - ``one relayed``: the bots on different workers, the match refereed by one of them;
-- ``both relayed``: both bots on one worker, the match refereed by the other.
+- ``passed on``: both bots on one worker and the ``CreateMatch`` sent to the other, which passes it on
+  to theirs (``arena_server.api.matches``): refereed there, as ``direct``. Until the thirty-ninth pass
+  of issue 20 the worker the call reached refereed it, with both seats relayed (``both relayed``).
 
 It prints the median time a round (both bots' moves) over the repeats, and each
 placement against ``direct``; then the CPU time each worker process spent a
@@ -125,19 +128,16 @@ async def main(rounds: int, repeats: int) -> None:
             raise SystemExit("every bot landed on one worker; run again")
         same = where[crowded][:2]
         across = (where[crowded][2] if len(where[crowded]) > 2 else where[crowded][0], where[other][0])
-        placements = {
+        placements = {  # the channel the CreateMatch goes on, the two bots
             "direct": (channels[crowded], same),
             "one relayed": (channels[crowded], list(across)),
-            "both relayed": (channels[other], same),
+            "passed on": (channels[other], same),
         }
         for channel, (a, b) in placements.values():  # warm up each placement's paths
             await timed(channel, a, b, 200)
         times: dict[str, list[float]] = {name: [] for name in placements}
         cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in placements}
-        workers = {  # the refereeing worker first
-            name: (crowded, other) if channel is channels[crowded] else (other, crowded)
-            for name, (channel, _) in placements.items()
-        }
+        workers = {name: (crowded, other) for name in placements}  # the refereeing worker first (every time)
         for _ in range(repeats):
             for name, (channel, (a, b)) in placements.items():
                 before = [cpu_seconds(pid) for pid in workers[name]]

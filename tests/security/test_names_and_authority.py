@@ -10,6 +10,7 @@ import contextlib
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -21,6 +22,7 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import duration
 from arena_server.api.authority import MAX_MATCHES_PER_CALLER
+from arena_server.api.matches import FORWARDED_FOR
 from arena_server.bots.registry import BotRegistry
 from arena_server.cli import main
 from arena_server.store.names import name_key
@@ -201,6 +203,35 @@ async def test_rounds_limit(live_server: LiveServer) -> None:
     await raw.challenge("random", rounds=10_000_000)
     status = (await raw.recv_kind("challenge_status")).challenge_status
     assert status.state == bs.ChallengeStatus.STATE_REFUSED and "limit of 100000" in status.reason
+
+
+async def test_a_network_caller_cannot_pass_for_another_with_the_workers_forwarding_key(
+    live_server: LiveServer,
+) -> None:
+    """The workers pass a ``CreateMatch`` on to each other with its caller's address in metadata
+    (``FORWARDED_FOR``), trusted only on their private Unix sockets. A caller on the network that sends the
+    key, with a new made-up address on each call, is still one caller: its ninth match is refused."""
+    stub = mp_grpc.MatchServiceStub(live_server.channel())
+    guests = []
+    for _ in range(MAX_MATCHES_PER_CALLER + 1):
+        raw = RawBot(live_server.channel())
+        welcome = (await raw.hello()).welcome
+        guests.append((raw, welcome.bot_name, welcome.session_token))
+
+    def create(k: int) -> Any:
+        _raw, name, token = guests[k]
+        r = mp.CreateMatchRequest(game="rps", bots=[name, "random"], bot_tokens={name: token})
+        r.params["rounds"].int_value = 1
+        r.time_control.per_move.CopyFrom(duration(timedelta(seconds=60)))
+        return stub.CreateMatch(r, metadata=((FORWARDED_FOR, f"ipv4:10.0.0.{k}"),))
+
+    for k in range(MAX_MATCHES_PER_CALLER):
+        await create(k)  # each guest holds its turn: the match stays in flight
+    refused = await _refused(create(MAX_MATCHES_PER_CALLER))
+    assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused
+    assert f"{MAX_MATCHES_PER_CALLER} matches running" in (refused.details() or "")
+    for raw, _name, _token in guests:
+        raw.hang_up()
 
 
 async def test_matches_in_flight_per_caller(live_server: LiveServer) -> None:

@@ -35,6 +35,7 @@ from arena_client.remote import ArenaError, Client
 from arena_client.types import TimeControl
 from arena_games import load_game
 from tests.ladder.test_crash import close
+from tests.server.test_workers import own_ports
 from tests.server.test_workers_watch import serve_with_web
 
 CONNECTED = 'class="tag live">connected'
@@ -449,3 +450,70 @@ def test_a_stop_during_relayed_matches_aborts_them_and_tells_every_bot(tmp_path:
     conn = sqlite3.connect(f"file:{tmp_path / 'arena.db'}?mode=ro", uri=True)
     assert conn.execute("SELECT status, COUNT(*) FROM matches GROUP BY status").fetchall() == [("aborted", 4)]
     conn.close()
+
+
+def test_a_create_match_reaching_another_worker_is_refereed_where_its_remote_bot_is(tmp_path: Path) -> None:
+    """``CreateMatch`` for a remote bot and a hosted one, sent to the worker the bot is not connected to: that
+    worker passes it on, and the bot's own worker referees the match. No seat is relayed and no bot is moved
+    (this one is a guest, which is never moved). GetMatch on the bot's worker shows the live moves, and on
+    the other only the stored start; a waited reply, a refusal, and a match of two hosted bots come back as
+    they would from the worker itself."""
+    proc, port, _http = serve_with_web(tmp_path / "arena.db")
+    try:
+        near_port, far_port = own_ports(proc, port).values()
+        near, far = f"127.0.0.1:{near_port}", f"127.0.0.1:{far_port}"
+
+        async def live_moves(address: str, match_id: str) -> tuple[int, int]:
+            async with grpc.aio.insecure_channel(address) as channel:
+                record = await mp_grpc.MatchServiceStub(channel).GetMatch(mp.GetMatchRequest(match_id=match_id))
+            return record.status, record.move_count
+
+        async def scenario() -> None:
+            guest = Client(Paper("visitor"), near, name="visitor")
+            async with waiting([guest]):
+                tokens = {"visitor": guest.session_token}
+                reply = await create(far, ["visitor", "rock"], tokens)  # waited for: the record, as bytes
+                assert reply.record.termination == common.TERMINATION_NORMAL, reply.record
+                assert len(reply.record.moves) == 2 * ROUNDS
+                assert reply.record.returns[0] == ROUNDS  # paper beats rock every round
+
+                async with grpc.aio.insecure_channel(far) as channel:
+                    request = mp.CreateMatchRequest(game="rps", bots=["visitor", "rock"], bot_tokens=tokens)
+                    request.params["rounds"].CopyFrom(common.ParamValue(int_value=LONG["rounds"]))
+                    match_id = (await mp_grpc.MatchServiceStub(channel).CreateMatch(request)).match_id
+                for _ in range(200):
+                    status, moves = await live_moves(near, match_id)
+                    if moves:
+                        break
+                    await asyncio.sleep(0.02)
+                assert status == mp.MATCH_STATUS_RUNNING and moves > 0, (status, moves)
+                assert await live_moves(far, match_id) == (mp.MATCH_STATUS_RUNNING, 0)  # (not refereed there)
+
+                # The bot's worker refuses, and the refusal comes back as it gave it.
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await create(far, ["visitor", "visitor"], tokens)
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "cannot take two seats" in (refused.value.details() or ""), refused.value.details()
+
+            hosted = await create(far, ["rock", "rotate"], {})  # no remote bot: the worker reached referees it
+            assert hosted.record.termination == common.TERMINATION_NORMAL
+
+            # Stopped during a waited match passed on: the reply is the aborted record, through both workers.
+            guest = Client(Paper("visitor-2"), near, name="visitor-2")
+            async with waiting([guest]):
+                waited = asyncio.ensure_future(
+                    create(far, ["visitor-2", "rock"], {"visitor-2": guest.session_token}, params=LONG)
+                )
+                for _ in range(200):
+                    if guest.bot.turns:
+                        break
+                    await asyncio.sleep(0.02)
+                proc.terminate()
+                aborted = await waited
+                await asyncio.to_thread(proc.wait, 30)  # (stop() below then only reads what it said)
+            assert aborted.record.termination == common.TERMINATION_ABORTED, aborted.record
+            assert aborted.record.reason == "the server is shutting down", aborted.record.reason
+
+        asyncio.run(scenario())
+    finally:
+        stop(proc)

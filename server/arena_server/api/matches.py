@@ -34,6 +34,7 @@ from arena_server.api.authority import (
     check_request_limits,
     peer_host,
 )
+from arena_server.api.peers import peer_address
 from arena_server.api.record_wire import moves_bytes
 from arena_server.matches.hub import Hub, HubError
 from arena_server.referee.records import MatchRecord
@@ -91,6 +92,24 @@ def record_to_proto(record: MatchRecord, running: bool = False) -> mp.MatchRecor
     return msg
 
 
+FORWARDED_FOR = "arena-forwarded-for"
+"""The metadata key of a ``CreateMatch`` another worker of this server passes on, with its caller's address."""
+
+
+def _forwarded_for(context: grpc.aio.ServicerContext) -> str | None:
+    """The caller of a ``CreateMatch`` that another worker passed on: its address, "" when the key comes from
+    anywhere but a worker, or None when there is no key (a caller's own request).
+
+    Only the workers' private Unix sockets are trusted with the address (in a directory only the server's
+    user can enter): a caller on the network that sends the key is counted as itself. A request with the
+    key is never passed on again.
+    """
+    for key, value in context.invocation_metadata() or ():
+        if key == FORWARDED_FOR:
+            return str(value) if context.peer().startswith("unix:") else ""
+    return None
+
+
 class MatchServicer(mp_grpc.MatchServiceServicer):
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
@@ -102,7 +121,8 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
         self, request: mp.CreateMatchRequest, context: grpc.aio.ServicerContext
     ) -> mp.CreateMatchResponse:  # type: ignore[override]
         hub = self.hub
-        caller = peer_host(context.peer())
+        forwarded_for = _forwarded_for(context)
+        caller = forwarded_for or peer_host(context.peer())
         try:
             game = hub.resolve_game(request.game, params_from_proto(request.params))
             tc = time_control_from_proto(request.time_control) if request.HasField("time_control") else None
@@ -111,6 +131,13 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
                 check_chosen_seed(hub, list(request.bots))
             await hub.arrivals(request.bots)  # (a bot on its way to another worker is waited for)
             await authorize_bots(hub, list(request.bots), request.bot_tokens)
+            worker = hub.match_worker(request.bots) if forwarded_for is None else None
+            if worker is not None:
+                if hub.stopping:
+                    raise HubError("stopping", "the server is shutting down; try again when it is back")
+                # Its remote bots are all connected to that worker: it referees the match, with no seat relayed
+                # and no bot moved. (It counts the match against the caller's limit, as its own.)
+                return await self._forward(worker, request, caller, context)  # type: ignore[return-value]
             if self.in_flight.get(caller, 0) >= MAX_MATCHES_PER_CALLER:
                 raise HubError(
                     "busy",
@@ -143,6 +170,35 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
             page = await record_page_bytes(record, 0, 0)
             return response.SerializeToString() + b"\x12" + varint(len(page)) + page  # type: ignore[return-value]
         return response
+
+    async def _forward(
+        self, worker: int, request: mp.CreateMatchRequest, caller: str, context: grpc.aio.ServicerContext
+    ) -> bytes:
+        """``request``, made by ``caller``, as worker ``worker`` answers it on its private socket (its reply's
+        bytes, or its refusal's status and details)."""
+        peers = self.hub.peers
+        assert peers is not None
+        try:
+            with self.hub.pending():  # (a stopping server waits for the other worker's answer)
+                async with grpc.aio.insecure_channel(peer_address(peers.socket_dir, worker)) as channel:
+                    create = channel.unary_unary(
+                        "/arena.v1.MatchService/CreateMatch",
+                        request_serializer=mp.CreateMatchRequest.SerializeToString,
+                        response_deserializer=None,  # (its bytes, passed on as they are)
+                    )
+                    reply: bytes = await create(
+                        request, metadata=((FORWARDED_FOR, caller),), timeout=context.time_remaining()
+                    )
+                    return reply
+        except grpc.aio.AioRpcError as exc:
+            details = exc.details() or exc.code().name
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and "the server" not in details:
+                details = (
+                    f"worker {worker} of this server, to which {', '.join(request.bots)} are connected, did not "
+                    f"answer ({details}); try again in a moment"
+                )
+            await context.abort(exc.code(), details)
+            raise AssertionError("unreachable") from None
 
     def _done(self, caller: str) -> None:
         left = self.in_flight.get(caller, 0) - 1

@@ -27,7 +27,7 @@ import secrets
 import sqlite3
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -86,10 +86,10 @@ async def _wait_while(pending: Callable[[], bool]) -> None:
         await asyncio.sleep(0.005)
 
 
-def _started(starting: set[asyncio.Future[None]], future: asyncio.Future[None] | None) -> None:
-    """A match being started is in :attr:`Hub.running` now, or will never be: wake a shutdown waiting for it."""
+def _over(pending: set[asyncio.Future[None]], future: asyncio.Future[None] | None) -> None:
+    """What ``future`` stood for in :attr:`Hub._pending` is over: wake a shutdown waiting for it."""
     if future is not None:
-        starting.discard(future)
+        pending.discard(future)
         if not future.done():
             future.set_result(None)
 
@@ -150,9 +150,10 @@ class Hub:
         """True once :meth:`end_streams` has run: a bot stream opened after it ends at once, the same way."""
         self._unsettled: list[MatchRecord] = []
         """Voided matches the database refused to mark aborted; retried after its next successful write."""
-        self._starting: set[asyncio.Future[None]] = set()
-        """One future per match past its last ``stopping`` check and not yet in :attr:`running` (being
-        stored): :meth:`shutdown` waits for these too, or it could return before they exist."""
+        self._pending: set[asyncio.Future[None]] = set()
+        """What :meth:`shutdown` waits for besides :attr:`running` (each a future, done when it is over): a match
+        past its last ``stopping`` check and not yet in :attr:`running` (being stored), or a ``CreateMatch``
+        passed on to the worker its bots are connected to (see :meth:`pending`)."""
         self.store_fault: str | None = None
         """What the database said when it last refused to start a match (None once it works again)."""
         self.stop_reason = "the server is shutting down"
@@ -190,6 +191,37 @@ class Hub:
         if self.peers is None or name in self.sessions:
             return None
         return self.peers.elsewhere(name)
+
+    def match_worker(self, names: Sequence[str]) -> int | None:
+        """The other worker that should referee a match of ``names``: the one every remote bot of it is
+        connected to, when none is connected here (hosted bots and registered programs play on any worker).
+
+        None: referee it here (no remote bot, one of them is here or on its way, or they are on several
+        workers, where the match moves or relays them: see :meth:`_seat_relayed`).
+        """
+        if self.peers is None:
+            return None
+        workers = set()
+        for name in names:
+            if name in self.hosted:
+                continue
+            if name in self.sessions or self._arriving(name):
+                return None
+            peer = self.peers.elsewhere(name)
+            if peer is not None:
+                workers.add(peer.worker)
+        return workers.pop() if len(workers) == 1 else None
+
+    @contextlib.contextmanager
+    def pending(self) -> Iterator[None]:
+        """Have :meth:`shutdown` wait (within its grace) until the block is over: a ``CreateMatch`` passed on
+        to another worker, which replies once that worker's own shutdown has aborted and stored the match."""
+        future = asyncio.get_running_loop().create_future()
+        self._pending.add(future)
+        try:
+            yield
+        finally:
+            _over(self._pending, future)
 
     async def arrivals(self, names: Sequence[str]) -> None:
         """Wait (at most :data:`ARRIVAL_WAIT` seconds) while a remote bot of ``names`` is on its way to another
@@ -406,7 +438,7 @@ class Hub:
             if self.stopping:
                 raise HubError("stopping", "the server is shutting down; try again when it is back")
             starting = asyncio.get_running_loop().create_future()
-            self._starting.add(starting)
+            self._pending.add(starting)
             record = MatchRecord(
                 match_id="",
                 game=game,
@@ -438,7 +470,7 @@ class Hub:
             else:
                 record.match_id = f"local-{next(self._local_ids)}"
         except BaseException:
-            _started(self._starting, starting)
+            _over(self._pending, starting)
             for session in locked:
                 session.busy.release()
             for seat in seats:
@@ -450,7 +482,7 @@ class Hub:
             running.control.abort(self.stop_reason)
         self.running[record.match_id] = running
         running.task = asyncio.ensure_future(self._run(running, seats, locked))
-        _started(self._starting, starting)
+        _over(self._pending, starting)
         for waiter in self._next_match.pop(game.name, []):
             if not waiter.done():
                 waiter.set_result(record.match_id)
@@ -688,6 +720,9 @@ class Hub:
     async def shutdown(self, reason: str = "the server is shutting down", grace: float = 10.0) -> None:
         """Stop accepting matches, abort the running ones and wait (up to ``grace`` s) until they are recorded.
 
+        It also waits for the matches being stored as it begins, and for the ``CreateMatch`` calls passed on
+        to another worker (:meth:`pending`), whose answer is that worker's aborted match.
+
         Every seat is told the match was aborted with ``reason`` before this
         returns. A match still not done after ``grace`` is cancelled and
         recorded as aborted directly. Then, for what is left of ``grace``, it
@@ -700,11 +735,11 @@ class Hub:
         self.stop_reason = reason
         deadline = time.monotonic() + grace
         playing = [s for s in self.sessions.values() if s.busy.locked() or s.seat is not None]
-        while (self.running or self._starting) and time.monotonic() < deadline - 1.0:
+        while (self.running or self._pending) and time.monotonic() < deadline - 1.0:
             # Matches being stored when the shutdown began join self.running (already aborted) meanwhile.
             for running in list(self.running.values()):
                 running.control.abort(reason)
-            waits = [r.task for r in self.running.values() if r.task is not None] + list(self._starting)
+            waits = [r.task for r in self.running.values() if r.task is not None] + list(self._pending)
             if not waits:
                 break
             await asyncio.wait(waits, timeout=max(deadline - 1.0 - time.monotonic(), 0.1))
