@@ -205,6 +205,24 @@ async def test_rounds_limit(live_server: LiveServer) -> None:
     assert status.state == bs.ChallengeStatus.STATE_REFUSED and "limit of 100000" in status.reason
 
 
+async def _guests(live_server: LiveServer, n: int) -> list[tuple[RawBot, str, str]]:
+    """``n`` guests connected by hand: each one's raw bot, name and session token."""
+    guests = []
+    for _ in range(n):
+        raw = RawBot(live_server.channel())
+        welcome = (await raw.hello()).welcome
+        guests.append((raw, welcome.bot_name, welcome.session_token))
+    return guests
+
+
+def _held(name: str, token: str) -> mp.CreateMatchRequest:
+    """A one-round match of guest ``name`` against ``random``, in flight while the guest holds its Turn."""
+    r = mp.CreateMatchRequest(game="rps", bots=[name, "random"], bot_tokens={name: token})
+    r.params["rounds"].int_value = 1
+    r.time_control.per_move.CopyFrom(duration(timedelta(seconds=60)))
+    return r
+
+
 async def test_a_network_caller_cannot_pass_for_another_with_the_workers_forwarding_key(
     live_server: LiveServer,
 ) -> None:
@@ -212,18 +230,11 @@ async def test_a_network_caller_cannot_pass_for_another_with_the_workers_forward
     (``FORWARDED_FOR``), trusted only on their private Unix sockets. A caller on the network that sends the
     key, with a new made-up address on each call, is still one caller: its ninth match is refused."""
     stub = mp_grpc.MatchServiceStub(live_server.channel())
-    guests = []
-    for _ in range(MAX_MATCHES_PER_CALLER + 1):
-        raw = RawBot(live_server.channel())
-        welcome = (await raw.hello()).welcome
-        guests.append((raw, welcome.bot_name, welcome.session_token))
+    guests = await _guests(live_server, MAX_MATCHES_PER_CALLER + 1)
 
     def create(k: int) -> Any:
         _raw, name, token = guests[k]
-        r = mp.CreateMatchRequest(game="rps", bots=[name, "random"], bot_tokens={name: token})
-        r.params["rounds"].int_value = 1
-        r.time_control.per_move.CopyFrom(duration(timedelta(seconds=60)))
-        return stub.CreateMatch(r, metadata=((FORWARDED_FOR, f"ipv4:10.0.0.{k}"),))
+        return stub.CreateMatch(_held(name, token), metadata=((FORWARDED_FOR, f"ipv4:10.0.0.{k}"),))
 
     for k in range(MAX_MATCHES_PER_CALLER):
         await create(k)  # each guest holds its turn: the match stays in flight
@@ -236,17 +247,8 @@ async def test_a_network_caller_cannot_pass_for_another_with_the_workers_forward
 
 async def test_matches_in_flight_per_caller(live_server: LiveServer) -> None:
     stub = mp_grpc.MatchServiceStub(live_server.channel())
-    guests = []
-    for _ in range(MAX_MATCHES_PER_CALLER + 1):
-        raw = RawBot(live_server.channel())
-        welcome = (await raw.hello()).welcome
-        guests.append((raw, welcome.bot_name, welcome.session_token))
-
-    def request(name: str, token: str) -> mp.CreateMatchRequest:
-        r = mp.CreateMatchRequest(game="rps", bots=[name, "random"], bot_tokens={name: token})
-        r.params["rounds"].int_value = 1
-        r.time_control.per_move.CopyFrom(duration(timedelta(seconds=60)))
-        return r
+    guests = await _guests(live_server, MAX_MATCHES_PER_CALLER + 1)
+    request = _held
 
     for _raw, name, token in guests[:MAX_MATCHES_PER_CALLER]:
         await stub.CreateMatch(request(name, token))  # each guest holds its turn: the match stays in flight
