@@ -4,7 +4,10 @@ The kernel hands each connection to one worker. The store writer keeps the one
 directory of connected bots, so a name connected to one worker is refused on
 every other, the main process's web interface knows who is connected, and a
 challenge or a ``CreateMatch`` seats a bot connected to another worker through
-that worker's relay (``arena_server.seats.peer``). Real server processes, real
+that worker's relay (``arena_server.seats.peer``), unless every remote bot of a
+``CreateMatch`` is on one worker: the call is then passed on to it. The tests
+that need a relay connect the two bots of each match to the two workers' own
+ports (:func:`alternating`). Real server processes, real
 SDK bots connecting from many addresses (so both workers are reached), real
 ``CreateMatch`` calls and real HTTP.
 """
@@ -72,13 +75,28 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[int, int]]:
-    """``arena serve --workers 2`` with its web interface: its gRPC and HTTP ports; stopped cleanly after."""
+def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int, int]]:
+    """``arena serve --workers 2`` with its web interface: the process, its gRPC and HTTP ports; stopped
+    cleanly after."""
     proc, port, http = serve_with_web(tmp_path / "arena.db")
     try:
-        yield port, http
+        yield proc, port, http
     finally:
         stop(proc)
+
+
+@pytest.fixture
+def server(served: tuple[subprocess.Popen[str], int, int]) -> tuple[int, int]:
+    """The gRPC and HTTP ports of :func:`served`."""
+    return served[1], served[2]
+
+
+def alternating(proc: subprocess.Popen[str], port: int, n: int) -> list[str]:
+    """``n`` addresses, each on the own port of one worker in turn: bots ``2k`` and ``2k + 1`` connected to
+    them are on different workers, so a match between them relays a seat (whichever worker it reaches,
+    since a ``CreateMatch`` whose bots are all on one worker is passed on to that worker instead)."""
+    ports = sorted(own_ports(proc, port).values())
+    return [f"127.0.0.1:{ports[i % 2]}" for i in range(n)]
 
 
 @contextlib.asynccontextmanager
@@ -222,14 +240,14 @@ class DicePlayer(Bot):
         return legal[-1] if len(legal) > 1 else legal[0]
 
 
-def test_a_relayed_liars_dice_seat_sees_only_its_own_dice(server: tuple[int, int]) -> None:
+def test_a_relayed_liars_dice_seat_sees_only_its_own_dice(served: tuple[subprocess.Popen[str], int, int]) -> None:
     """Across workers each bot still gets exactly the engine's view for its seat: never the other's dice."""
-    port, _http = server
+    proc, port, _http = served
     params = {"dice": 3, "players": 2}
 
     async def scenario() -> None:
         bots = [DicePlayer(f"dice-{i}") for i in range(8)]
-        clients = [Client(b, f"127.0.0.{i + 2}:{port}", name=b.name) for i, b in enumerate(bots)]
+        clients = [Client(b, a, name=b.name) for b, a in zip(bots, alternating(proc, port, 8), strict=True)]
         async with waiting(clients):
             tokens = {c.name: c.session_token for c in clients}
             for k in range(0, len(bots), 2):
@@ -296,14 +314,14 @@ def test_a_relayed_bot_is_queued_and_its_loss_of_connection_ends_the_match(serve
 
 
 def test_matches_that_want_the_same_two_bots_in_either_order_never_wait_on_each_other(
-    server: tuple[int, int],
+    served: tuple[subprocess.Popen[str], int, int],
 ) -> None:
     """Bots are taken in the order of their names: (a, b) and (b, a) asked at once, through both workers,
     all play (taken in seat order, each worker held one bot and waited for the other forever)."""
-    port, _http = server
+    proc, port, _http = served
 
     async def scenario() -> None:
-        bots = [Client(Paper(f"order-{i}"), f"127.0.0.{i + 2}:{port}", name=f"order-{i}") for i in range(2)]
+        bots = [Client(Paper(f"order-{i}"), a, name=f"order-{i}") for i, a in enumerate(alternating(proc, port, 2))]
         async with waiting(bots):
             a, b = bots
             tokens = {a.name: a.session_token, b.name: b.session_token}
@@ -383,14 +401,14 @@ class FirstCell(Bot):
         self.heard.setdefault(update.match_id, []).extend(m.action for m in update.moves)
 
 
-def test_a_relayed_seat_hears_the_public_moves(server: tuple[int, int]) -> None:
+def test_a_relayed_seat_hears_the_public_moves(served: tuple[subprocess.Popen[str], int, int]) -> None:
     """Tic-tac-toe between bots on different workers: each hears every move of the match, its own and the
     other's, through the relay as directly (updates between its turns, and at the end)."""
-    port, _http = server
+    proc, port, _http = served
 
     async def scenario() -> None:
         bots = [FirstCell(f"cell-{i}") for i in range(8)]
-        clients = [Client(b, f"127.0.0.{i + 2}:{port}", name=b.name) for i, b in enumerate(bots)]
+        clients = [Client(b, a, name=b.name) for b, a in zip(bots, alternating(proc, port, 8), strict=True)]
         async with waiting(clients):
             tokens = {c.name: c.session_token for c in clients}
             for k in range(0, len(bots), 2):
@@ -416,7 +434,7 @@ def test_a_stop_during_relayed_matches_aborts_them_and_tells_every_bot(tmp_path:
     try:
 
         async def scenario() -> tuple[list[mp.CreateMatchResponse], float, list[Client]]:
-            bots = [Client(Paper(f"stop-{i}"), f"127.0.0.{i + 2}:{port}", name=f"stop-{i}") for i in range(8)]
+            bots = [Client(Paper(f"stop-{i}"), a, name=f"stop-{i}") for i, a in enumerate(alternating(proc, port, 8))]
             async with waiting(bots):
                 tokens = {c.name: c.session_token for c in bots}
                 calls = [
