@@ -267,6 +267,10 @@ class _Relay:
 
     async def _claim(self, name: str, wait: bool, port: int = 0, worker: int = -1) -> None:
         """Take the bot for the other worker's match; with its ``port``, move the bot there if it can be."""
+        if self.hub.stopping:  # (that worker's match would be aborted at once: it stops too)
+            self.frames.send(pickled(("refused", "the server is shutting down; try again when it is back")))
+            self.frames.close()
+            return
         if name not in self.hub.sessions:
             await self.hub.arrivals([name])  # (on its way here: another match moved it a moment ago)
         session = self.hub.sessions.get(name)

@@ -148,7 +148,16 @@ async def serve_units(hub: Hub, path: str) -> UnitServer:
             served.writers.discard(writer)
             writer.close()
 
-    served.server = await asyncio.start_unix_server(handle, path=path)
+    async def quiet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """:func:`handle`, ended rather than cancelled when the worker's loop ends with a unit still starting
+        (it stops within the hub's shutdown grace otherwise): asyncio's unix server logs a cancelled handler
+        as an error, with a traceback (Python 3.11), and there is nothing left to tell."""
+        try:
+            await handle(reader, writer)
+        except asyncio.CancelledError:
+            writer.close()
+
+    served.server = await asyncio.start_unix_server(quiet, path=path)
     return served
 
 

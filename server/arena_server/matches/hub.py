@@ -152,8 +152,8 @@ class Hub:
         """Voided matches the database refused to mark aborted; retried after its next successful write."""
         self._pending: set[asyncio.Future[None]] = set()
         """What :meth:`shutdown` waits for besides :attr:`running` (each a future, done when it is over): a match
-        past its last ``stopping`` check and not yet in :attr:`running` (being stored), or a ``CreateMatch``
-        passed on to the worker its bots are connected to (see :meth:`pending`)."""
+        being started and not yet in :attr:`running` (its seats being taken, then its start stored), or a
+        ``CreateMatch`` passed on to the worker its bots are connected to (see :meth:`pending`)."""
         self.store_fault: str | None = None
         """What the database said when it last refused to start a match (None once it works again)."""
         self.stop_reason = "the server is shutting down"
@@ -405,7 +405,10 @@ class Hub:
         tc = time_control or self.default_time_control
         locked: list[RemoteSession] = []
         seats: list[Seat] = []
-        starting: asyncio.Future[None] | None = None
+        # From here the shutdown waits for this start: it ends soon once the shutdown began (what it waits
+        # for, a bot's running match or another worker's relay, ends with it), at the next `stopping` check.
+        starting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.add(starting)
         try:
             for index, name in sorted(enumerate(bot_names), key=lambda seat: seat[1]):
                 if name not in self.sessions and self._arriving(name):
@@ -437,8 +440,6 @@ class Hub:
             seats.sort(key=lambda seat: seat.info.seat)  # (taken in the order of the names)
             if self.stopping:
                 raise HubError("stopping", "the server is shutting down; try again when it is back")
-            starting = asyncio.get_running_loop().create_future()
-            self._pending.add(starting)
             record = MatchRecord(
                 match_id="",
                 game=game,
@@ -720,8 +721,9 @@ class Hub:
     async def shutdown(self, reason: str = "the server is shutting down", grace: float = 10.0) -> None:
         """Stop accepting matches, abort the running ones and wait (up to ``grace`` s) until they are recorded.
 
-        It also waits for the matches being stored as it begins, and for the ``CreateMatch`` calls passed on
-        to another worker (:meth:`pending`), whose answer is that worker's aborted match.
+        It also waits for the matches being started as it begins (they stop at their next ``stopping``
+        check, or join :attr:`running` already aborted), and for the ``CreateMatch`` calls passed on to
+        another worker (:meth:`pending`), whose answer is that worker's aborted match.
 
         Every seat is told the match was aborted with ``reason`` before this
         returns. A match still not done after ``grace`` is cancelled and
