@@ -445,3 +445,62 @@ async def test_a_guest_that_follows_redirects_is_never_moved(live_server: LiveSe
     finally:
         playing.cancel()
         await asyncio.gather(playing, return_exceptions=True)
+
+
+def test_a_unit_still_taking_a_seat_when_the_workers_loop_ends_leaves_no_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker whose loop ends while a unit waits for another worker's relay (the bot is connected there)
+    ends its unit socket's handler quietly. On Python 3.11, asyncio's unix server logs a cancelled handler
+    as an error with a traceback, and the two-worker ladder test, which checks the server's log, failed on
+    it in CI. The other worker's relay here accepts the claim and never answers."""
+    from arena_server.seats.peer import relay_path
+
+    folder = tmp_path / "sockets"
+    folder.mkdir()
+    claims: list[bytes] = []
+
+    relays: list[asyncio.BaseTransport] = []
+
+    class Silent(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            relays.append(transport)
+
+        def data_received(self, data: bytes) -> None:
+            claims.append(data)
+
+    async def locate(_match_id: str) -> int | None:
+        return None
+
+    async def main() -> None:
+        hub = Hub(None, arena_bots.hosted_bots())
+        far = Connected("far", 1, ("rps",), False, "key")
+        hub.peers = Peers(str(folder), locate, me=0, directory={"far": far})
+        loop = asyncio.get_running_loop()
+        relay = await loop.create_unix_server(Silent, relay_path(str(folder), 1))
+        served = await serve_units(hub, units_path(str(folder), 0))
+        _reader, writer = await asyncio.open_unix_connection(units_path(str(folder), 0))
+        await send_message(writer, ("play", 1, load_game("rps", rounds=5), ["far", "rock"], None))
+        for _ in range(500):
+            if claims:
+                break
+            await asyncio.sleep(0.01)
+        assert claims, "the unit never claimed the bot on the other worker"
+        # The loop's end, as asyncio.run does it: every task left (the unit, still waiting for the claim's
+        # answer, and the socket's handler) is cancelled and awaited. Then the sockets close.
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+        for _ in range(3):
+            await asyncio.sleep(0)  # (the tasks' done callbacks, one of which logs, run now)
+        writer.close()
+        served.close()
+        relay.close()
+        for transport in relays:
+            transport.close()
+        await asyncio.sleep(0.05)
+
+    with caplog.at_level("ERROR", logger="asyncio"):
+        asyncio.run(main())
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
