@@ -36,7 +36,7 @@ from arena_server.api.authority import (
 )
 from arena_server.api.peers import peer_address
 from arena_server.api.record_wire import moves_bytes
-from arena_server.matches.hub import Hub, HubError
+from arena_server.matches.hub import STOPPING, Hub, HubError
 from arena_server.referee.records import MatchRecord
 from arena_server.seats.remote import WRITE_TIMEOUT
 
@@ -134,7 +134,7 @@ class MatchServicer(mp_grpc.MatchServiceServicer):
             worker = hub.match_worker(request.bots) if forwarded_for is None else None
             if worker is not None:
                 if hub.stopping:
-                    raise HubError("stopping", "the server is shutting down; try again when it is back")
+                    raise HubError("stopping", STOPPING)
                 # Its remote bots are all connected to that worker: it referees the match, with no seat relayed
                 # and no bot moved. (It counts the match against the caller's limit, as its own.)
                 return await self._forward(worker, request, caller, context)  # type: ignore[return-value]

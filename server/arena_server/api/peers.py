@@ -33,7 +33,7 @@ from arena.v1 import matches_pb2 as mp
 from arena.v1 import matches_pb2_grpc as mp_grpc
 from arena_client.convert import moves_from_proto, observation_from_proto
 from arena_client.types import MatchInfo, MatchResult, SeatInfo
-from arena_server.matches.hub import Hub, HubError
+from arena_server.matches.hub import STOPPING, Hub, HubError
 from arena_server.referee.answer import Answer
 from arena_server.seats.peer import ASK, TURN, Frames, answer_message, pack_answer, pickled
 from arena_server.seats.remote import RemoteSeat, RemoteSession
@@ -268,7 +268,7 @@ class _Relay:
     async def _claim(self, name: str, wait: bool, port: int = 0, worker: int = -1) -> None:
         """Take the bot for the other worker's match; with its ``port``, move the bot there if it can be."""
         if self.hub.stopping:  # (that worker's match would be aborted at once: it stops too)
-            self.frames.send(pickled(("refused", "the server is shutting down; try again when it is back")))
+            self.frames.send(pickled(("refused", STOPPING)))
             self.frames.close()
             return
         if name not in self.hub.sessions:

@@ -86,6 +86,10 @@ async def _wait_while(pending: Callable[[], bool]) -> None:
         await asyncio.sleep(0.005)
 
 
+STOPPING = "the server is shutting down; try again when it is back"
+"""Why a match asked for during a shutdown is refused (its seat claims through a relay too)."""
+
+
 def _over(pending: set[asyncio.Future[None]], future: asyncio.Future[None] | None) -> None:
     """What ``future`` stood for in :attr:`Hub._pending` is over: wake a shutdown waiting for it."""
     if future is not None:
@@ -378,7 +382,7 @@ class Hub:
                 in a rated match, or the server is stopping.
         """
         if self.stopping:
-            raise HubError("stopping", "the server is shutting down; try again when it is back")
+            raise HubError("stopping", STOPPING)
         if self.registry is not None and any(self.games_of(n) is None for n in bot_names):
             await self.registry.refresh()  # a bot added by `arena bot add` while the server runs
         await self.arrivals(bot_names)
@@ -439,7 +443,7 @@ class Hub:
                     seats.append(RemoteSeat(session, SeatInfo(index, name, 1, "remote")))
             seats.sort(key=lambda seat: seat.info.seat)  # (taken in the order of the names)
             if self.stopping:
-                raise HubError("stopping", "the server is shutting down; try again when it is back")
+                raise HubError("stopping", STOPPING)
             record = MatchRecord(
                 match_id="",
                 game=game,
