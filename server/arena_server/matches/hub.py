@@ -90,14 +90,6 @@ STOPPING = "the server is shutting down; try again when it is back"
 """Why a match asked for during a shutdown is refused (its seat claims through a relay too)."""
 
 
-def _over(pending: set[asyncio.Future[None]], future: asyncio.Future[None] | None) -> None:
-    """What ``future`` stood for in :attr:`Hub._pending` is over: wake a shutdown waiting for it."""
-    if future is not None:
-        pending.discard(future)
-        if not future.done():
-            future.set_result(None)
-
-
 def _not_arrived(name: str) -> HubError:
     """The refusal of a match whose remote bot was moved between workers and did not reconnect in time."""
     return HubError(
@@ -218,14 +210,16 @@ class Hub:
 
     @contextlib.contextmanager
     def pending(self) -> Iterator[None]:
-        """Have :meth:`shutdown` wait (within its grace) until the block is over: a ``CreateMatch`` passed on
-        to another worker, which replies once that worker's own shutdown has aborted and stored the match."""
-        future = asyncio.get_running_loop().create_future()
+        """Have :meth:`shutdown` wait (within its grace) until the block is over: a match being started, or a
+        ``CreateMatch`` passed on to another worker, which replies once that worker's own shutdown has aborted
+        and stored the match."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.add(future)
         try:
             yield
         finally:
-            _over(self._pending, future)
+            self._pending.discard(future)
+            future.set_result(None)  # (wakes a shutdown waiting for it)
 
     async def arrivals(self, names: Sequence[str]) -> None:
         """Wait (at most :data:`ARRIVAL_WAIT` seconds) while a remote bot of ``names`` is on its way to another
@@ -411,83 +405,80 @@ class Hub:
         seats: list[Seat] = []
         # From here the shutdown waits for this start: it ends soon once the shutdown began (what it waits
         # for, a bot's running match or another worker's relay, ends with it), at the next `stopping` check.
-        starting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.add(starting)
-        try:
-            for index, name in sorted(enumerate(bot_names), key=lambda seat: seat[1]):
-                if name not in self.sessions and self._arriving(name):
-                    # On its way to a worker (another match here, or the ladder, moved it meanwhile).
-                    await self.arrivals([name])
-                    if name not in self.sessions and self.elsewhere(name) is None:
-                        raise _not_arrived(name)
-                if name in self.hosted:
-                    bot = self.hosted[name].factory(bot_seed(seed, index))
-                    await self._warm(name, bot)
-                    # A bot that searches for long on each move thinks on a thread, beside the loop.
-                    seat_type = ThreadedInProcessSeat if getattr(bot, "thinks_off_loop", False) else InProcessSeat
-                    seats.append(seat_type(bot, SeatInfo(index, name, 1, "hosted")))
-                elif (peer := self.elsewhere(name)) is not None and await self._seat_relayed(
-                    peer, SeatInfo(index, name, 1, "remote"), seats, on_queued, wait
-                ):
-                    pass  # (connected to another worker, and seated there; one that moved here is seated below)
-                elif name not in self.sessions and self.registry is not None:
-                    seats.append(self.registry.seat(name, index))  # a live session under the name wins
+        with self.pending():
+            try:
+                for index, name in sorted(enumerate(bot_names), key=lambda seat: seat[1]):
+                    if name not in self.sessions and self._arriving(name):
+                        # On its way to a worker (another match here, or the ladder, moved it meanwhile).
+                        await self.arrivals([name])
+                        if name not in self.sessions and self.elsewhere(name) is None:
+                            raise _not_arrived(name)
+                    if name in self.hosted:
+                        bot = self.hosted[name].factory(bot_seed(seed, index))
+                        await self._warm(name, bot)
+                        # A bot that searches for long on each move thinks on a thread, beside the loop.
+                        seat_type = ThreadedInProcessSeat if getattr(bot, "thinks_off_loop", False) else InProcessSeat
+                        seats.append(seat_type(bot, SeatInfo(index, name, 1, "hosted")))
+                    elif (peer := self.elsewhere(name)) is not None and await self._seat_relayed(
+                        peer, SeatInfo(index, name, 1, "remote"), seats, on_queued, wait
+                    ):
+                        pass  # (connected to another worker, and seated there; one that moved here is seated below)
+                    elif name not in self.sessions and self.registry is not None:
+                        seats.append(self.registry.seat(name, index))  # a live session under the name wins
+                    else:
+                        session = self.sessions[name]
+                        if session in locked:
+                            raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
+                        if session.busy.locked() and not wait:
+                            raise HubError("busy", f"{name!r} is playing another match")
+                        await session.take(None if on_queued is None else functools.partial(on_queued, name))
+                        locked.append(session)
+                        seats.append(RemoteSeat(session, SeatInfo(index, name, 1, "remote")))
+                seats.sort(key=lambda seat: seat.info.seat)  # (taken in the order of the names)
+                if self.stopping:
+                    raise HubError("stopping", STOPPING)
+                record = MatchRecord(
+                    match_id="",
+                    game=game,
+                    seats=tuple(s.info for s in seats),
+                    time_control=tc,
+                    seed=seed,
+                    seed_sha256=seed_hash(seed),
+                    started_at=datetime.now(UTC),
+                    rated=rated,
+                    seed_chosen=seed_chosen,
+                    seed_sealed=seed_hash(seed) in self.sealed,
+                )
+                if self.store is not None:
+                    try:
+                        await self.store.start_match(record)
+                    except (sqlite3.Error, StoreError) as exc:
+                        problem = store_problem(exc)
+                        message = f"the server could not record a new match: {problem}; try again later"
+                        if problem != self.store_fault:  # one line per fault, not one per attempt
+                            log(f"arena: {message} ({' vs '.join(bot_names)}, {game.name})")
+                            self.store_fault = problem
+                        await asyncio.sleep(STORE_FAULT_PAUSE)  # no busy loop of retries (the ladder) while it lasts
+                        raise HubError("store", message) from None
+                    if self.store_fault is not None:
+                        log(f"arena: the database records matches again (the fault was: {self.store_fault})")
+                        self.store_fault = None
+                    if self._unsettled:
+                        await self._store_unsettled()
                 else:
-                    session = self.sessions[name]
-                    if session in locked:
-                        raise HubError("bad_params", f"remote bot {name!r} cannot take two seats of one match")
-                    if session.busy.locked() and not wait:
-                        raise HubError("busy", f"{name!r} is playing another match")
-                    await session.take(None if on_queued is None else functools.partial(on_queued, name))
-                    locked.append(session)
-                    seats.append(RemoteSeat(session, SeatInfo(index, name, 1, "remote")))
-            seats.sort(key=lambda seat: seat.info.seat)  # (taken in the order of the names)
-            if self.stopping:
-                raise HubError("stopping", STOPPING)
-            record = MatchRecord(
-                match_id="",
-                game=game,
-                seats=tuple(s.info for s in seats),
-                time_control=tc,
-                seed=seed,
-                seed_sha256=seed_hash(seed),
-                started_at=datetime.now(UTC),
-                rated=rated,
-                seed_chosen=seed_chosen,
-                seed_sealed=seed_hash(seed) in self.sealed,
-            )
-            if self.store is not None:
-                try:
-                    await self.store.start_match(record)
-                except (sqlite3.Error, StoreError) as exc:
-                    problem = store_problem(exc)
-                    message = f"the server could not record a new match: {problem}; try again later"
-                    if problem != self.store_fault:  # one line per fault, not one per attempt
-                        log(f"arena: {message} ({' vs '.join(bot_names)}, {game.name})")
-                        self.store_fault = problem
-                    await asyncio.sleep(STORE_FAULT_PAUSE)  # no busy loop of retries (the ladder) while it lasts
-                    raise HubError("store", message) from None
-                if self.store_fault is not None:
-                    log(f"arena: the database records matches again (the fault was: {self.store_fault})")
-                    self.store_fault = None
-                if self._unsettled:
-                    await self._store_unsettled()
-            else:
-                record.match_id = f"local-{next(self._local_ids)}"
-        except BaseException:
-            _over(self._pending, starting)
-            for session in locked:
-                session.busy.release()
-            for seat in seats:
-                if isinstance(seat, (SubprocessSeat, PeerSeat)):
-                    await seat.close()
-            raise
-        running = RunningMatch(record, MatchControl())
-        if self.stopping:  # the shutdown began while the match was being stored: it ends at once
-            running.control.abort(self.stop_reason)
-        self.running[record.match_id] = running
-        running.task = asyncio.ensure_future(self._run(running, seats, locked))
-        _over(self._pending, starting)
+                    record.match_id = f"local-{next(self._local_ids)}"
+            except BaseException:
+                for session in locked:
+                    session.busy.release()
+                for seat in seats:
+                    if isinstance(seat, (SubprocessSeat, PeerSeat)):
+                        await seat.close()
+                raise
+            running = RunningMatch(record, MatchControl())
+            if self.stopping:  # the shutdown began while the match was being stored: it ends at once
+                running.control.abort(self.stop_reason)
+            self.running[record.match_id] = running
+            running.task = asyncio.ensure_future(self._run(running, seats, locked))
         for waiter in self._next_match.pop(game.name, []):
             if not waiter.done():
                 waiter.set_result(record.match_id)
