@@ -137,12 +137,12 @@ async def main(rounds: int, repeats: int) -> None:
             await timed(channel, a, b, 200)
         times: dict[str, list[float]] = {name: [] for name in placements}
         cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in placements}
-        workers = {name: (crowded, other) for name in placements}  # the refereeing worker first (every time)
+        workers = (crowded, other)  # the refereeing worker first (the bots' worker referees every placement)
         for _ in range(repeats):
             for name, (channel, (a, b)) in placements.items():
-                before = [cpu_seconds(pid) for pid in workers[name]]
+                before = [cpu_seconds(pid) for pid in workers]
                 times[name].append(await timed(channel, a, b, rounds))
-                after = [cpu_seconds(pid) for pid in workers[name]]
+                after = [cpu_seconds(pid) for pid in workers]
                 cpu[name].append(((after[0] - before[0]) / rounds, (after[1] - before[1]) / rounds))
         print(f"RPS, {rounds} rounds a match, two remote SDK bots (inline) here, {repeats} interleaved repeats")
         base = statistics.median(times["direct"])
