@@ -8,6 +8,10 @@ Four measurements in the same run, all between two Python processes on pipes:
 * **proto**: ``SubprocessSeat.ask`` with length-delimited protobuf framing: the seat
   builds and encodes a real Turn, a Python bot using the protobuf library decodes it and
   answers an Action, the seat decodes that and resolves the answer;
+* **py-inline**: the same seat and Python bot asked as a match asks them (``SubprocessSeat.ask_then``,
+  as **c-inline** below): what a Python protobuf bot's move costs in a match. Its split line also
+  gives the floor against the asyncio pipe: the ratio if the server side cost no more than the
+  asyncio echo's parent does, which the bot's own protobuf work alone keeps above 1;
 * **json**: the same with JSON-lines framing (``arena_server.seats.proto_json`` on the server
   side, the ``json`` module in the bot).
 
@@ -307,10 +311,17 @@ async def measure(args: argparse.Namespace) -> None:
         # Each measurement runs --runs times, interleaved; the run with the lowest median counts.
         # On this 2-vCPU VM a run lands in one of two modes (about 70 or 100 us for proto) depending
         # on where the scheduler places the two processes; the best run is the repeatable figure.
-        runs: dict[str, list[tuple[list[float], float]]] = {"bare": [], "asyncio": [], "proto": [], "json": []}
+        runs: dict[str, list[tuple[list[float], float]]] = {
+            "bare": [],
+            "asyncio": [],
+            "proto": [],
+            "py-inline": [],
+            "json": [],
+        }
         cpu: dict[str, list[float]] = {
             "asyncio": [],
             "proto": [],
+            "py-inline": [],
             "json": [],
             "c-async": [],
             "c-proto": [],
@@ -322,7 +333,11 @@ async def measure(args: argparse.Namespace) -> None:
             runs["bare"].append((bare_round_trips(args.moves + warm, py_echo)[warm:], 0.0))
             echoed = await asyncio_round_trips(args.moves + warm, py_echo, cpu["asyncio"])
             runs["asyncio"].append((echoed[warm:], 0.0))
-            seats = [("proto", Framing.PROTO, py_proto), ("json", Framing.JSON, [sys.executable, str(json_bot)])]
+            seats = [
+                ("proto", Framing.PROTO, py_proto),
+                ("py-inline", Framing.PROTO, py_proto),
+                ("json", Framing.JSON, [sys.executable, str(json_bot)]),
+            ]
             if c is not None:
                 runs["c-bare"].append((bare_round_trips(args.moves + warm, c["echo"])[warm:], 0.0))
                 echoed = await asyncio_round_trips(args.moves + warm, c["echo"], cpu["c-async"])
@@ -331,11 +346,13 @@ async def measure(args: argparse.Namespace) -> None:
             if c is not None:
                 seats.insert(1, ("c-inline", Framing.PROTO, c["proto_bot"]))
             for name, framing, bot in seats:
-                times, work = await seat_round_trips(framing, args.moves + warm, bot, cpu[name], name == "c-inline")
+                inline = name in ("c-inline", "py-inline")
+                times, work = await seat_round_trips(framing, args.moves + warm, bot, cpu[name], inline)
                 runs[name].append((times[warm:], work))
     best = {name: min(results, key=lambda r: statistics.median(r[0])) for name, results in runs.items()}
     bare, on_asyncio = best["bare"][0], best["asyncio"][0]
     (proto, proto_work), (as_json, json_work) = best["proto"], best["json"]
+    py_inline, py_inline_work = best["py-inline"]
     every = {name: " ".join(f"{statistics.median(r[0]) * 1e6:.1f}" for r in results) for name, results in runs.items()}
     base = statistics.median(bare)
     print(f"per-move round trip, {args.moves} moves each, best of {args.runs} runs, Python {sys.version.split()[0]}")
@@ -344,15 +361,18 @@ async def measure(args: argparse.Namespace) -> None:
     print(describe("bare", bare, None))
     print(describe("asyncio", on_asyncio, base))
     print(describe("proto", proto, base))
+    print(describe("py-inline", py_inline, base))
     print(describe("json", as_json, base))
     print(
-        f"proto/bare = {statistics.median(proto) / base:.2f} (target <= 1.3); "
-        f"proto/asyncio-bare = {statistics.median(proto) / base_async:.2f}; "
-        f"json/asyncio-bare = {statistics.median(as_json) / base_async:.2f}"
+        f"proto/asyncio-bare = {statistics.median(proto) / base_async:.2f} (target <= 1.3); "
+        f"py-inline/asyncio-bare = {statistics.median(py_inline) / base_async:.2f} (as a match asks the seat); "
+        f"json/asyncio-bare = {statistics.median(as_json) / base_async:.2f}; "
+        f"proto/bare = {statistics.median(proto) / base:.2f}"
     )
     # Where a move's time goes: the bot's own decode/answer/encode (timed inside the bot), the
     # bare pipe round trip, and the rest, which is the server's side (encode, asyncio, decode).
-    split = [("proto", proto, proto_work, base), ("json", as_json, json_work, base)]
+    split = [("proto", proto, proto_work, base), ("py-inline", py_inline, py_inline_work, base)]
+    split.append(("json", as_json, json_work, base))
     if "c-proto" in best:
         c_bare, c_async = statistics.median(best["c-bare"][0]), statistics.median(best["c-async"][0])
         c_proto, c_work = best["c-proto"]
@@ -391,6 +411,12 @@ async def measure(args: argparse.Namespace) -> None:
             f"{name:<8} the bot's own work {work * 1e6:6.1f} us ({work / pipes:4.2f}x bare), "
             f"pipes {pipes * 1e6:5.1f} us, server side {server * 1e6:6.1f} us ({server / pipes:4.2f}x bare); "
             f"with no server work at all the ratio would be {(work + pipes) / pipes:4.2f}"
+            + (
+                f"; against the asyncio pipe, with a server side as cheap as its parent's, "
+                f"{(work + base_async) / base_async:4.2f}"
+                if pipes == base
+                else ""
+            )
         )
 
 
