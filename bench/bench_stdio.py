@@ -1,6 +1,6 @@
 """Per-move round trip of a subprocess bot over stdio, against a bare pipe ping-pong.
 
-Four measurements in the same run, all between two Python processes on pipes:
+Five measurements in the same run, all between two Python processes on pipes:
 
 * **bare**: the parent writes 8 bytes, the child echoes them back (``os.read``/``os.write``),
   the least a round trip through two pipes and two context switches can cost;
@@ -371,6 +371,9 @@ async def measure(args: argparse.Namespace) -> None:
         f"json/asyncio-bare = {statistics.median(as_json) / base_async:.2f}; "
         f"proto/bare = {statistics.median(proto) / base:.2f}"
     )
+    per_run = zip(runs["py-inline"], runs["asyncio"], strict=True)
+    paired = [statistics.median(p[0]) / statistics.median(a[0]) for p, a in per_run]
+    print("py-inline/asyncio-bare per run: " + " ".join(f"{r:.2f}" for r in paired))
     # Where a move's time goes: the bot's own decode/answer/encode (timed inside the bot), the
     # bare pipe round trip, and the rest, which is the server's side (encode, asyncio, decode).
     split = [("proto", proto, proto_work, base), ("py-inline", py_inline, py_inline_work, base)]
