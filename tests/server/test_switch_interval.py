@@ -12,6 +12,7 @@ sets a 0.2 ms interval (``--switch-interval``), shorter than those stretches.
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def test_the_database_answers_while_a_long_hosted_match_runs(tmp_path: Path) -> 
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = matches_pb2_grpc.MatchServiceStub(channel)
             until = time.monotonic() + 4
-            while time.monotonic() < until:
+            while time.monotonic() < until or len(latencies) < 3:  # (three calls at least: a median, a second)
                 started = time.perf_counter()
                 listed = stub.ListMatches(matches_pb2.ListMatchesRequest(), timeout=60)
                 latencies.append(time.perf_counter() - started)
@@ -42,6 +43,13 @@ def test_the_database_answers_while_a_long_hosted_match_runs(tmp_path: Path) -> 
         stop_server(server)
     assert len(listed.matches) == 1
     worst = max(latencies)
-    print(f"{len(latencies)} ListMatches calls, slowest {worst * 1e3:.0f} ms (call {latencies.index(worst)})")
-    # Measured: at most 27-30 ms with the 0.2 ms interval (63 ms with 0.5 ms); seconds with Python's 5 ms.
-    assert worst < 1.0, f"a database read waited {worst:.2f}s behind the hosted match"
+    median = statistics.median(latencies)
+    print(
+        f"{len(latencies)} ListMatches calls: median {median * 1e3:.1f} ms, "
+        f"slowest {worst * 1e3:.0f} ms (call {latencies.index(worst)})"
+    )
+    # Measured with the 0.2 ms interval: medians of 16 ms and the slowest call (the first) 20-82 ms over four runs;
+    # once 1.87 s in 19 runs. With Python's 5 ms (`--switch-interval 0.005`) the first call waited 18.8-19.5 s
+    # behind the match and the next ones 54-60 ms each (five runs).
+    assert worst < 5.0, f"a database read waited {worst:.2f}s behind the hosted match"
+    assert median < 0.2, f"database reads waited {median:.2f}s at the median behind the hosted match"
