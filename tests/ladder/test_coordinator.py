@@ -32,6 +32,7 @@ from arena_server.matches.hub import Hub
 from arena_server.store.writer import Connected, read_message, send_message
 from tests.conftest import LiveServer
 from tests.ladder.test_ladder_live import Crasher, add_bot, crasher_matches, extra_bots, scalar
+from tests.server._relays import nowhere, silent_relay, until
 
 __all__ = ["extra_bots"]  # (the fixture, used by name)
 
@@ -71,10 +72,6 @@ def outcomes(replies: list[tuple[str, Any, Any]]) -> list[Outcome]:
 def main_hub(live: LiveServer, folder: str, directory: dict[str, Connected] | None = None) -> Hub:
     """A hub like the main process's: the hosted bots, the store, the workers' directory, and no matches."""
     hub = Hub(live.store, arena_bots.hosted_bots())
-
-    async def nowhere(_match_id: str) -> int | None:
-        return None
-
     hub.peers = Peers(folder, nowhere, directory={} if directory is None else directory)
     return hub
 
@@ -318,14 +315,6 @@ async def connected(live: LiveServer, name: str, follow: bool) -> tuple[Client, 
     raise AssertionError(f"{name} did not connect")
 
 
-async def until(check: Any, what: str) -> None:
-    for _ in range(1000):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(what)
-
-
 async def test_a_bot_that_follows_redirects_is_moved_and_one_that_does_not_is_left(
     live_server: LiveServer, units: str
 ) -> None:
@@ -415,7 +404,7 @@ async def test_a_match_for_a_redirected_bot_that_never_arrives_is_refused_after_
     monkeypatch.setattr(hub_module, "ARRIVAL_WAIT", 0.2)
     directory = {"mover": Connected("mover", 1, ("rps",), False, "moving:k", True, True)}
     hub = Hub(live_server.store, arena_bots.hosted_bots())
-    hub.peers = Peers(str(tmp_path), lambda _match_id: asyncio.sleep(0, None), me=1, directory=directory)
+    hub.peers = Peers(str(tmp_path), nowhere, me=1, directory=directory)
     game = load_game("rps", rounds=3)
     began = asyncio.get_running_loop().time()
     with pytest.raises(hub_module.HubError, match="'mover' was moved to another worker of this server and has not"):
@@ -454,38 +443,18 @@ def test_a_unit_still_taking_a_seat_when_the_workers_loop_ends_leaves_no_traceba
     ends its unit socket's handler quietly. On Python 3.11, asyncio's unix server logs a cancelled handler
     as an error with a traceback, and the two-worker ladder test, which checks the server's log, failed on
     it in CI. The other worker's relay here accepts the claim and never answers."""
-    from arena_server.seats.peer import relay_path
-
     folder = tmp_path / "sockets"
     folder.mkdir()
-    claims: list[bytes] = []
-
-    relays: list[asyncio.BaseTransport] = []
-
-    class Silent(asyncio.Protocol):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            relays.append(transport)
-
-        def data_received(self, data: bytes) -> None:
-            claims.append(data)
-
-    async def locate(_match_id: str) -> int | None:
-        return None
 
     async def main() -> None:
         hub = Hub(None, arena_bots.hosted_bots())
         far = Connected("far", 1, ("rps",), False, "key")
-        hub.peers = Peers(str(folder), locate, me=0, directory={"far": far})
-        loop = asyncio.get_running_loop()
-        relay = await loop.create_unix_server(Silent, relay_path(str(folder), 1))
+        hub.peers = Peers(str(folder), nowhere, me=0, directory={"far": far})
+        relay = await silent_relay(str(folder), 1)
         served = await serve_units(hub, units_path(str(folder), 0))
         _reader, writer = await asyncio.open_unix_connection(units_path(str(folder), 0))
         await send_message(writer, ("play", 1, load_game("rps", rounds=5), ["far", "rock"], None))
-        for _ in range(500):
-            if claims:
-                break
-            await asyncio.sleep(0.01)
-        assert claims, "the unit never claimed the bot on the other worker"
+        await until(lambda: relay.received, "the unit never claimed the bot on the other worker", timeout=5.0)
         # The loop's end, as asyncio.run does it: every task left (the unit, still waiting for the claim's
         # answer, and the socket's handler) is cancelled and awaited. Then the sockets close.
         left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -496,9 +465,7 @@ def test_a_unit_still_taking_a_seat_when_the_workers_loop_ends_leaves_no_traceba
             await asyncio.sleep(0)  # (the tasks' done callbacks, one of which logs, run now)
         writer.close()
         served.close()
-        relay.close()
-        for transport in relays:
-            transport.close()
+        await relay.close()
         await asyncio.sleep(0.05)
 
     with caplog.at_level("ERROR", logger="asyncio"):
