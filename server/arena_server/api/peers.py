@@ -268,30 +268,19 @@ class _Relay:
     async def _claim(self, name: str, wait: bool, port: int = 0, worker: int = -1) -> None:
         """Take the bot for the other worker's match; with its ``port``, move the bot there if it can be."""
         if self.hub.stopping:  # (that worker's match would be aborted at once: it stops too)
-            self.frames.send(pickled(("refused", STOPPING)))
-            self.frames.close()
-            return
+            return self._last("refused", STOPPING)
         if name not in self.hub.sessions:
             await self.hub.arrivals([name])  # (on its way here: another match moved it a moment ago)
         session = self.hub.sessions.get(name)
         peers = self.hub.peers
         if (session is None or session.is_closed) and peers is not None and peers.elsewhere(name) is not None:
-            self.frames.send(pickled(("moved",)))  # (another match moved it to another worker: ask there)
-            self.frames.close()
-            return
+            return self._last("moved")  # (another match moved it to another worker: ask there)
         if session is None or session.is_closed:
-            gone = f"{name!r} is no longer connected; it must connect again to be seated"
-            self.frames.send(pickled(("refused", gone)))
-            self.frames.close()
-            return
+            return self._last("refused", f"{name!r} is no longer connected; it must connect again to be seated")
         if port and await self.hub.redirect_bot(name, port, worker, "its next match is refereed there") == "moved":
-            self.frames.send(pickled(("moved",)))
-            self.frames.close()
-            return
+            return self._last("moved")
         if session.busy.locked() and not wait:
-            self.frames.send(pickled(("busy", f"{name!r} is playing another match")))
-            self.frames.close()
-            return
+            return self._last("busy", f"{name!r} is playing another match")
         await session.take(self._queued)
         self.session = session
         self.locked = True
@@ -299,6 +288,11 @@ class _Relay:
             self._release()
             return
         self.frames.send(pickled(("claimed",)))
+
+    def _last(self, *reply: Any) -> None:
+        """Send a claim's final ``reply`` (a refusal, or ``moved``) and close the relay: no seat is taken."""
+        self.frames.send(pickled(reply))
+        self.frames.close()
 
     async def _queued(self, position: int) -> None:
         """The bot plays another match: the refereeing worker hears its place in the bot's queue."""
